@@ -1,0 +1,163 @@
+package netlink
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// RDMA netlink names from <rdma/rdma_netlink.h>, spelled as the kernel does.
+// TODO(uapi): take these from the generated uapi package once it covers
+// rdma_netlink.h.
+const (
+	RDMA_NL_NLDEV = 5
+
+	RDMA_NLDEV_CMD_GET      = 1
+	RDMA_NLDEV_CMD_NEWLINK  = 3
+	RDMA_NLDEV_CMD_DELLINK  = 4
+	RDMA_NLDEV_CMD_PORT_GET = 5
+
+	RDMA_NLDEV_ATTR_DEV_INDEX       = 1
+	RDMA_NLDEV_ATTR_DEV_NAME        = 2
+	RDMA_NLDEV_ATTR_PORT_INDEX      = 3
+	RDMA_NLDEV_ATTR_FW_VERSION      = 5
+	RDMA_NLDEV_ATTR_NODE_GUID       = 6
+	RDMA_NLDEV_ATTR_SYS_IMAGE_GUID  = 7
+	RDMA_NLDEV_ATTR_PORT_STATE      = 12
+	RDMA_NLDEV_ATTR_PORT_PHYS_STATE = 13
+	RDMA_NLDEV_ATTR_NDEV_INDEX      = 50
+	RDMA_NLDEV_ATTR_NDEV_NAME       = 51
+	RDMA_NLDEV_ATTR_LINK_TYPE       = 65
+	RDMA_NLDEV_ATTR_DEV_PROTOCOL    = 67
+)
+
+// rdmaType is RDMA_NL_GET_TYPE(client, op).
+func rdmaType(client, op uint16) uint16 { return client<<10 + op }
+
+// RDMALinkAdd creates a software RDMA device name of type linkType ("rxe")
+// on netdev, like "rdma link add NAME type rxe netdev NETDEV".
+func RDMALinkAdd(name, linkType, netdev string) error {
+	b := NewBuilder(nil)
+	b.String(RDMA_NLDEV_ATTR_DEV_NAME, name)
+	b.String(RDMA_NLDEV_ATTR_LINK_TYPE, linkType)
+	b.String(RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
+	_, err := rdmaDo(RDMA_NLDEV_CMD_NEWLINK, 0, b.Bytes())
+	if err != nil {
+		return fmt.Errorf("rdma link add %s type %s netdev %s: %w", name, linkType, netdev, err)
+	}
+	return nil
+}
+
+// RDMALinkDel deletes the software RDMA device name, like "rdma link delete NAME".
+func RDMALinkDel(name string) error {
+	devs, err := RDMADevices()
+	if err != nil {
+		return fmt.Errorf("rdma link delete %s: %w", name, err)
+	}
+	for _, d := range devs {
+		if d.Name != name {
+			continue
+		}
+		b := NewBuilder(nil)
+		b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, d.Index)
+		if _, err := rdmaDo(RDMA_NLDEV_CMD_DELLINK, 0, b.Bytes()); err != nil {
+			return fmt.Errorf("rdma link delete %s: %w", name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("rdma link delete %s: no such RDMA device: %w", name, unix.ENODEV)
+}
+
+// RDMADevice is what RDMA_NLDEV_CMD_GET reports about one device.
+type RDMADevice struct {
+	Index     uint32
+	Name      string
+	NodeGUID  uint64
+	SysGUID   uint64
+	FWVersion string
+	Protocol  string // "roce", "ib", "iw" (kernel ≥ 5.10)
+	Ports     uint32
+}
+
+// RDMADevices lists the RDMA devices the kernel knows.
+func RDMADevices() ([]RDMADevice, error) {
+	msgs, err := rdmaDo(RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RDMADevice, 0, len(msgs))
+	for _, m := range msgs {
+		var d RDMADevice
+		for _, a := range ParseAttrs(m.Payload) {
+			switch a.Type {
+			case RDMA_NLDEV_ATTR_DEV_INDEX:
+				d.Index = a.Uint32()
+			case RDMA_NLDEV_ATTR_DEV_NAME:
+				d.Name = a.String()
+			case RDMA_NLDEV_ATTR_NODE_GUID:
+				d.NodeGUID = a.Uint64()
+			case RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
+				d.SysGUID = a.Uint64()
+			case RDMA_NLDEV_ATTR_FW_VERSION:
+				d.FWVersion = a.String()
+			case RDMA_NLDEV_ATTR_DEV_PROTOCOL:
+				d.Protocol = a.String()
+			case RDMA_NLDEV_ATTR_PORT_INDEX:
+				d.Ports = a.Uint32()
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// RDMALink is one port of an RDMA device and the netdev under it, as
+// "rdma link show" prints it.
+type RDMALink struct {
+	Device    string
+	Port      uint32
+	State     uint8 // enum ib_port_state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE
+	PhysState uint8 // 5 LINK_UP, 3 DISABLED, …
+	Netdev    string
+}
+
+// RDMALinks lists every port of every RDMA device.
+func RDMALinks() ([]RDMALink, error) {
+	msgs, err := rdmaDo(RDMA_NLDEV_CMD_PORT_GET, unix.NLM_F_DUMP, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RDMALink, 0, len(msgs))
+	for _, m := range msgs {
+		var l RDMALink
+		for _, a := range ParseAttrs(m.Payload) {
+			switch a.Type {
+			case RDMA_NLDEV_ATTR_DEV_NAME:
+				l.Device = a.String()
+			case RDMA_NLDEV_ATTR_PORT_INDEX:
+				l.Port = a.Uint32()
+			case RDMA_NLDEV_ATTR_PORT_STATE:
+				l.State = a.Uint8()
+			case RDMA_NLDEV_ATTR_PORT_PHYS_STATE:
+				l.PhysState = a.Uint8()
+			case RDMA_NLDEV_ATTR_NDEV_NAME:
+				l.Netdev = a.String()
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func rdmaDo(cmd uint16, flags uint16, payload []byte) ([]Message, error) {
+	c, err := Dial(unix.NETLINK_RDMA)
+	if err != nil {
+		if errors.Is(err, unix.EPROTONOSUPPORT) {
+			return nil, fmt.Errorf("%w (is the ib_core module loaded?)", err)
+		}
+		return nil, err
+	}
+	defer c.Close()
+	return c.Execute(rdmaType(RDMA_NL_NLDEV, cmd), flags, payload)
+}

@@ -1,0 +1,33 @@
+// Package testutil holds the helpers goverbs' tests share: above all the
+// rule for tests that need an RDMA device. Inside the VM harness (whose
+// /init sets GOVERBS_IN_VM=1) a missing device is a failure; anywhere
+// else the test skips and names the command that runs it for real.
+package testutil
+
+import (
+	"os"
+	"testing"
+)
+
+// EnvInVM is set to "1" by the VM harness's /init for every test binary.
+const EnvInVM = "GOVERBS_IN_VM"
+
+// InVM reports whether the test runs inside the VM harness.
+func InVM() bool { return os.Getenv(EnvInVM) == "1" }
+
+// DevicePath is the uverbs character device the harness creates (rxe0).
+const DevicePath = "/dev/infiniband/uverbs0"
+
+// RequireDevice makes sure the uverbs device path exists: outside the VM it
+// skips the test, inside it fails.
+func RequireDevice(tb testing.TB, path string) {
+	tb.Helper()
+	_, err := os.Stat(path)
+	if err == nil {
+		return
+	}
+	if InVM() {
+		tb.Fatalf("no RDMA device inside the VM harness: %v", err)
+	}
+	tb.Skipf("no RDMA device (%v); run it on soft-RoCE in a VM: make vmtest RUN='^%s$'", err, tb.Name())
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// goCmd runs the go tool in the module root for the guest's architecture,
+// always with CGO_ENABLED=0: every VM run also proves that goverbs builds
+// static and cross-compiles.
+func goCmd(ctx context.Context, root, arch string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("GOARCH=%s go %s: %w\n%s", arch, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// testBin is one package's test binary, built for the guest.
+type testBin struct {
+	Pkg  string // import path
+	Rel  string // directory relative to the module root ("uverbs")
+	Host string // the binary on the host
+	Data string // the package's testdata directory on the host, or ""
+}
+
+// GuestPath is where the binary lies in the guest.
+func (t testBin) GuestPath() string { return "/tests/" + t.Name() + ".test" }
+
+// GuestDir is the directory the binary runs in, holding testdata/.
+func (t testBin) GuestDir() string { return "/tests/" + t.Rel }
+
+// Name is the flattened package path, "provider_rxe".
+func (t testBin) Name() string {
+	if t.Rel == "." || t.Rel == "" {
+		return "goverbs"
+	}
+	return strings.ReplaceAll(t.Rel, "/", "_")
+}
+
+// buildTests builds a test binary for every package matched by patterns
+// that has tests, except the harness's own packages (they need the host).
+func buildTests(ctx context.Context, root, arch, out string, patterns []string) ([]testBin, error) {
+	list, err := goCmd(ctx, root, arch, append([]string{"list", "-f",
+		"{{.ImportPath}}\t{{.Dir}}\t{{len .TestGoFiles}}\t{{len .XTestGoFiles}}"}, patterns...)...)
+	if err != nil {
+		return nil, err
+	}
+	var bins []testBin
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 || (f[2] == "0" && f[3] == "0") {
+			continue
+		}
+		rel, err := filepath.Rel(root, f[1])
+		if err != nil {
+			return nil, err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "test/vm" || strings.HasPrefix(rel, "test/vm/") {
+			continue
+		}
+		b := testBin{Pkg: f[0], Rel: rel}
+		b.Host = filepath.Join(out, b.Name()+".test")
+		if st, err := os.Stat(filepath.Join(f[1], "testdata")); err == nil && st.IsDir() {
+			b.Data = filepath.Join(f[1], "testdata")
+		}
+		if _, err := goCmd(ctx, root, arch, "test", "-c", "-o", b.Host,
+			"-gcflags=all=-d=checkptr", b.Pkg); err != nil {
+			return nil, err
+		}
+		bins = append(bins, b)
+	}
+	return bins, nil
+}
+
+// moduleRoot finds the directory of go.mod above the working directory.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the goverbs module: run from the repository")
+	}
+	return filepath.Dir(mod), nil
+}

@@ -1,0 +1,234 @@
+//go:build linux
+
+// Command guest is the VM harness's /init: a static Go program that turns
+// a bare kernel with an initramfs into a soft-RoCE test machine. It mounts
+// proc, sysfs, devtmpfs and a tmpfs, loads the kernel modules with
+// finit_module, brings up the netdevs, creates the rxe devices over RDMA
+// netlink, runs the steps of the plan with their output on the console,
+// prints the exit marker and powers the machine off.
+//
+// It is built by the harness (go run ./test/vm) and never run by hand.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/netlink"
+	"github.com/goverbs/goverbs/test/vm/internal/plan"
+)
+
+func main() {
+	fmt.Println(plan.MarkInit)
+	rc := 1
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				fmt.Printf("init: panic: %v\n", r)
+			}
+		}()
+		rc = run()
+	}()
+	fmt.Printf("%s%d\n", plan.MarkExit, rc)
+	unix.Sync()
+	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF); err != nil {
+		fmt.Printf("init: power off: %v\n", err)
+	}
+	select {} // the kernel panics if init returns; the host already has its marker
+}
+
+func run() int {
+	if err := mountAll(); err != nil {
+		fmt.Println("init:", err)
+		return 1
+	}
+	raw, err := os.ReadFile(plan.Path)
+	if err != nil {
+		fmt.Println("init:", err)
+		return 1
+	}
+	var p plan.Plan
+	if err := json.Unmarshal(raw, &p); err != nil {
+		fmt.Println("init: plan:", err)
+		return 1
+	}
+	if err := setup(&p); err != nil {
+		fmt.Println("init: setup:", err)
+		dumpKernelLog(40)
+		return 1
+	}
+	rc := 0
+	for _, s := range p.Steps {
+		code := step(&p, s)
+		if code != 0 && rc == 0 {
+			rc = code
+		}
+	}
+	return rc
+}
+
+func mountAll() error {
+	for _, m := range []struct{ src, dst, fstype string }{
+		{"proc", "/proc", "proc"},
+		{"sysfs", "/sys", "sysfs"},
+		{"devtmpfs", "/dev", "devtmpfs"},
+		{"tmpfs", "/tmp", "tmpfs"},
+		{"tmpfs", "/run", "tmpfs"},
+	} {
+		if err := os.MkdirAll(m.dst, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(m.src, m.dst, m.fstype, 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dst, err)
+		}
+	}
+	return nil
+}
+
+func setup(p *plan.Plan) error {
+	start := time.Now()
+	for _, m := range p.Modules {
+		if err := loadModule(m); err != nil {
+			return err
+		}
+	}
+	if err := netlink.LinkSetUp("lo"); err != nil {
+		return err
+	}
+	for _, n := range p.Netdevs {
+		var err error
+		if n.Kind == "veth" {
+			err = netlink.VethAdd(n.Name, n.Peer)
+		} else {
+			err = netlink.LinkAdd(n.Name, n.Kind)
+		}
+		if err != nil {
+			return err
+		}
+		if n.Addr != "" {
+			pfx, err := netip.ParsePrefix(n.Addr)
+			if err != nil {
+				return err
+			}
+			if err := netlink.AddrAdd(n.Name, pfx); err != nil {
+				return err
+			}
+		}
+		for _, name := range []string{n.Name, n.Peer} {
+			if name == "" {
+				continue
+			}
+			if err := netlink.LinkSetUp(name); err != nil {
+				return err
+			}
+		}
+	}
+	for _, l := range p.RDMALinks {
+		if err := netlink.RDMALinkAdd(l.Name, l.Type, l.Netdev); err != nil {
+			return err
+		}
+		if l.WaitFor != "" {
+			if err := waitFor(l.WaitFor, 10*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("init: %d modules, %d netdevs, %d RDMA links ready in %v\n",
+		len(p.Modules), len(p.Netdevs), len(p.RDMALinks), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func loadModule(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	err = unix.FinitModule(int(f.Fd()), "", 0)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("finit_module %s: %w", path, err)
+	}
+	return nil
+}
+
+func waitFor(path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear within %v: %w", path, limit, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func step(p *plan.Plan, s plan.Step) int {
+	fmt.Printf("init: === %s: %s\n", s.Name, strings.Join(s.Argv, " "))
+	ctx := context.Background()
+	if s.TimeoutSec > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(s.TimeoutSec)*time.Second)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
+	cmd.Dir = s.Dir
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stdout
+	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "TMPDIR=/tmp",
+		plan.EnvInVM + "=1"}, p.Env...)
+	cmd.Env = append(cmd.Env, s.Env...)
+	if s.LibPath != "" {
+		cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+s.LibPath)
+	}
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start).Round(time.Millisecond)
+	rc := 0
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		fmt.Printf("init: %s: killed after %ds time limit\n", s.Name, s.TimeoutSec)
+		rc = 124
+	case errors.As(err, &ee):
+		rc = ee.ExitCode()
+		if rc < 0 {
+			rc = 128 // killed by a signal
+		}
+	default:
+		fmt.Printf("init: %s: %v\n", s.Name, err)
+		rc = 127
+	}
+	if rc != 0 {
+		dumpKernelLog(20)
+	}
+	fmt.Printf("%s%s rc=%d took=%v\n", plan.MarkStep, s.Name, rc, took)
+	return rc
+}
+
+// dumpKernelLog prints the last n lines of the kernel log, to explain a failure.
+func dumpKernelLog(n int) {
+	buf := make([]byte, 1<<20)
+	k, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err != nil || k <= 0 {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(buf[:k]), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	fmt.Printf("init: last %d kernel log lines:\n", len(lines))
+	for _, l := range lines {
+		fmt.Println("  dmesg:", l)
+	}
+}

@@ -1,0 +1,62 @@
+// Package plan is the contract between the VM harness on the host and its
+// /init inside the guest: what to set up and what to run, written by the
+// host as JSON into the initramfs, and the marker lines the guest prints
+// on the serial console for the host to read.
+package plan
+
+// Path is where the plan lies inside the initramfs.
+const Path = "/goverbs/plan.json"
+
+// Markers that the guest prints at the start of a line on the console.
+const (
+	MarkInit = "GOVERBS-VM: init started" // /init runs: the boot worked
+	MarkStep = "GOVERBS-VM: step "        // + "<name> rc=<n> took=<dur>"
+	MarkExit = "GOVERBS-VM: exit status " // + "<n>"; the last line of a run
+)
+
+// EnvInVM is the variable /init sets for every step, with value "1", so
+// that device tests fail instead of skipping when there is no device.
+const EnvInVM = "GOVERBS_IN_VM"
+
+// Plan is everything /init needs.
+type Plan struct {
+	// Modules are .ko paths inside the initramfs, in load order.
+	Modules []string
+	// Netdevs are created, addressed and brought up in order.
+	Netdevs []Netdev
+	// RDMALinks are created after the netdevs, like "rdma link add".
+	RDMALinks []RDMALink
+	// Env is added to every step's environment.
+	Env []string
+	// Steps run one after another; all run even after a failure.
+	Steps []Step
+}
+
+// Netdev is one network device to create in the guest.
+type Netdev struct {
+	Name string
+	Kind string // "dummy", or "veth" (then Peer is created too)
+	Peer string
+	Addr string // "192.0.2.1/24", or empty
+}
+
+// RDMALink is one software RDMA device to create.
+type RDMALink struct {
+	Name   string // "rxe0"
+	Type   string // "rxe"
+	Netdev string // "d0"
+	// Wait for this char device before going on ("/dev/infiniband/uverbs0").
+	WaitFor string
+}
+
+// Step is one program to run.
+type Step struct {
+	Name       string
+	Argv       []string
+	Dir        string
+	Env        []string
+	TimeoutSec int
+	// LibPath, if set, becomes LD_LIBRARY_PATH: for dynamically linked
+	// programs from Debian packages.
+	LibPath string
+}

@@ -1,0 +1,355 @@
+// Command vm is goverbs' test harness on real kernels: it boots Debian's
+// kernels under QEMU (TCG) with soft-RoCE (rdma_rxe) and runs our tests,
+// built static for the guest, inside them.
+//
+// Usage:
+//
+//	go run ./test/vm [flags] [test|demo|fetch]
+//
+// test (the default) builds a test binary of every package, boots each
+// kernel of -kernel for each architecture of -arch, and runs them all,
+// after a smoke step that prints rdma-core's "ibv_devinfo -d rxe0". demo
+// boots one VM and shows the device as goverbs and rdma-core find it.
+// fetch only downloads and extracts what the others need.
+//
+// Downloads (kernel images, rdma-core packages) come from apt-get
+// download and are cached in $GOVERBS_CACHE, else $XDG_CACHE_HOME/goverbs,
+// else ~/.cache/goverbs. Missing host tools (qemu-system-*, dpkg-deb, xz)
+// are installed with apt-get.
+//
+// Inside the guest, /init sets GOVERBS_IN_VM=1, creates the netdev d0
+// (dummy, 192.0.2.1/24) and the rxe device rxe0 on it, and runs each test
+// binary in its package directory, so testdata/ is found.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goverbs/goverbs/test/vm/internal/plan"
+)
+
+var (
+	flagKernel  = flag.String("kernel", "6.1,6.12", "kernel series to boot, comma-separated (6.1, 6.12)")
+	flagArch    = flag.String("arch", "amd64", "guest architectures, comma-separated (amd64, arm64)")
+	flagRun     = flag.String("run", "", "run only tests matching this regular expression (go test -run)")
+	flagPkg     = flag.String("pkg", "./...", "packages whose tests run in the VM, comma-separated patterns")
+	flagTimeout = flag.Duration("timeout", 15*time.Minute, "time limit for one VM, boot included")
+	flagKeep    = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
+	flagQuiet   = flag.Bool("q", false, "do not pass -test.v to the test binaries")
+)
+
+// guestPackages are Debian packages put into every guest: rdma-core's
+// tools, to run beside ours as peers.
+var guestPackages = []string{"ibverbs-utils", "ibverbs-providers"}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "vm: "+format+"\n", args...)
+}
+
+func main() {
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: go run ./test/vm [flags] [test|demo|fetch]\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	mode := "test"
+	if flag.NArg() > 0 {
+		mode = flag.Arg(0)
+	}
+	if flag.NArg() > 1 || (mode != "test" && mode != "demo" && mode != "fetch") {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := harness(ctx, mode); err != nil {
+		logf("FAIL: %v", err)
+		os.Exit(1)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func cacheDir() (string, error) {
+	if d := os.Getenv("GOVERBS_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "goverbs"), nil
+}
+
+func harness(ctx context.Context, mode string) error {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("the VM harness runs on Linux hosts only")
+	}
+	kernels, arches := splitList(*flagKernel), splitList(*flagArch)
+	if mode == "demo" && *flagKernel == "6.1,6.12" {
+		kernels = []string{"6.1"}
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	cache, err := cacheDir()
+	if err != nil {
+		return err
+	}
+	if err := ensureTools(ctx, arches, true); err != nil {
+		return err
+	}
+	a, err := newApt(cache)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "goverbs-vm-")
+	if err != nil {
+		return err
+	}
+	if *flagKeep {
+		logf("work directory: %s", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+
+	type outcome struct {
+		name string
+		res  *vmResult
+		err  error
+	}
+	var outcomes []outcome
+	for _, arch := range arches {
+		g, err := prepareGuest(ctx, a, root, filepath.Join(work, arch), arch, mode)
+		if err != nil {
+			return err
+		}
+		for _, series := range kernels {
+			deb, err := a.resolveKernel(ctx, series, debArch(arch))
+			if err != nil {
+				return err
+			}
+			k, err := extractKernel(ctx, cache, deb, neededModules)
+			if err != nil {
+				return err
+			}
+			name := fmt.Sprintf("%s/%s", series, arch)
+			if mode == "fetch" {
+				logf("%s: %s ready (%d modules)", name, k.Release, len(k.Modules))
+				continue
+			}
+			initrd := filepath.Join(work, arch, "initramfs-"+series+".cpio")
+			if err := g.writeInitramfs(initrd, k); err != nil {
+				return err
+			}
+			logf("%s: booting Linux %s (TCG, %s)", name, k.Release, arch)
+			res, err := boot(ctx, arch, k.Image, initrd, *flagTimeout, os.Stdout, "["+name+"] ")
+			if res != nil {
+				res.Release = k.Release
+			}
+			if err == nil && res.Exit != 0 {
+				err = fmt.Errorf("guest exit status %d", res.Exit)
+			}
+			outcomes = append(outcomes, outcome{name, res, err})
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	if mode == "fetch" {
+		return nil
+	}
+	fmt.Println()
+	fmt.Println("VM summary:")
+	failed := 0
+	for _, o := range outcomes {
+		verdict := "PASS"
+		if o.err != nil {
+			verdict = "FAIL: " + o.err.Error()
+			failed++
+		}
+		boot := "-"
+		if o.res != nil && o.res.BootTime > 0 {
+			boot = o.res.BootTime.Round(100 * time.Millisecond).String()
+		}
+		total := "-"
+		if o.res != nil {
+			total = o.res.Total.Round(100 * time.Millisecond).String()
+		}
+		rel := ""
+		if o.res != nil {
+			rel = o.res.Release
+		}
+		fmt.Printf("  %-10s %-24s boot to /init %-6s total %-7s %s\n", o.name, rel, boot, total, verdict)
+		if o.res != nil {
+			for _, s := range o.res.Steps {
+				mark := "ok  "
+				if s.RC != 0 {
+					mark = fmt.Sprintf("FAIL rc=%d", s.RC)
+				}
+				fmt.Printf("      %-9s %-40s %s\n", mark, s.Name, s.Took)
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d VM runs failed", failed, len(outcomes))
+	}
+	fmt.Printf("all %d VM runs passed\n", len(outcomes))
+	return nil
+}
+
+// guest is what goes into every initramfs of one architecture.
+type guest struct {
+	arch    string
+	init    string
+	tests   []testBin
+	tool    string   // cmd/goverbs, for the demo
+	pkgDirs []string // unpacked Debian packages
+	plan    plan.Plan
+}
+
+func multiarchLibPath(arch string) string {
+	triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[arch]
+	return "/lib/" + triplet + ":/usr/lib/" + triplet
+}
+
+func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*guest, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	g := &guest{arch: arch, init: filepath.Join(dir, "init")}
+	pkgs, err := a.closure(ctx, guestPackages, debArch(arch))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pkgs {
+		deb, err := a.download(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		d, err := a.unpack(ctx, deb)
+		if err != nil {
+			return nil, err
+		}
+		g.pkgDirs = append(g.pkgDirs, d)
+	}
+	if mode == "fetch" {
+		return g, nil
+	}
+	logf("%s: building /init and the guest binaries (CGO_ENABLED=0 GOARCH=%s)", arch, arch)
+	if _, err := goCmd(ctx, root, arch, "build", "-o", g.init, "./test/vm/guest"); err != nil {
+		return nil, err
+	}
+	libPath := multiarchLibPath(arch)
+	p := plan.Plan{
+		Netdevs:   []plan.Netdev{{Name: "d0", Kind: "dummy", Addr: "192.0.2.1/24"}},
+		RDMALinks: []plan.RDMALink{{Name: "rxe0", Type: "rxe", Netdev: "d0", WaitFor: "/dev/infiniband/uverbs0"}},
+	}
+	switch mode {
+	case "demo":
+		g.tool = filepath.Join(dir, "goverbs")
+		if _, err := goCmd(ctx, root, arch, "build", "-o", g.tool, "./cmd/goverbs"); err != nil {
+			return nil, err
+		}
+		p.Steps = []plan.Step{
+			{Name: "goverbs devices", Argv: []string{"/bin/goverbs", "devices"}, TimeoutSec: 60},
+			{Name: "rdma-core: ibv_devinfo -d rxe0", Argv: []string{"/usr/bin/ibv_devinfo", "-d", "rxe0"},
+				LibPath: libPath, TimeoutSec: 60},
+		}
+	case "test":
+		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), splitList(*flagPkg))
+		if err != nil {
+			return nil, err
+		}
+		g.tests = tests
+		p.Steps = []plan.Step{{Name: "smoke: ibv_devinfo -d rxe0", Argv: []string{"/usr/bin/ibv_devinfo", "-d", "rxe0"},
+			LibPath: libPath, TimeoutSec: 60}}
+		limit := int((*flagTimeout).Seconds())
+		for _, t := range tests {
+			argv := []string{t.GuestPath(), "-test.timeout=" + (*flagTimeout).String()}
+			if !*flagQuiet {
+				argv = append(argv, "-test.v")
+			}
+			if *flagRun != "" {
+				argv = append(argv, "-test.run="+*flagRun)
+			}
+			p.Steps = append(p.Steps, plan.Step{Name: t.Pkg, Argv: argv, Dir: t.GuestDir(), TimeoutSec: limit})
+		}
+	}
+	g.plan = p
+	return g, nil
+}
+
+// skipPkgFile leaves documentation out of the guest.
+func skipPkgFile(rel string) bool {
+	for _, p := range []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale",
+		"usr/share/lintian", "usr/share/bug", ".unpacked"} {
+		if rel == p || strings.HasPrefix(rel, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// writeInitramfs writes the initramfs for kernel k.
+func (g *guest) writeInitramfs(dst string, k *kernel) error {
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	c := newCPIO(f)
+	for _, d := range []string{"/dev", "/proc", "/sys", "/tmp", "/run", "/root", "/etc"} {
+		c.Dir(d, 0o755)
+	}
+	c.CharDev("/dev/console", 0o600, 5, 1)
+	c.HostFile("/init", g.init, 0o755)
+	p := g.plan
+	p.Modules = nil
+	for _, m := range k.Modules {
+		guestPath := "/lib/modules/" + filepath.Base(m)
+		c.HostFile(guestPath, m, 0o644)
+		p.Modules = append(p.Modules, guestPath)
+	}
+	for _, d := range g.pkgDirs {
+		c.Tree(d, "/", skipPkgFile)
+	}
+	if g.tool != "" {
+		c.HostFile("/bin/goverbs", g.tool, 0o755)
+	}
+	for _, t := range g.tests {
+		c.HostFile(t.GuestPath(), t.Host, 0o755)
+		c.Dir(t.GuestDir(), 0o755)
+		if t.Data != "" {
+			c.Tree(t.Data, t.GuestDir()+"/testdata", nil)
+		}
+	}
+	raw, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	c.File(plan.Path, 0o644, raw)
+	if err := c.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goverbs/goverbs/test/vm/internal/plan"
+)
+
+// vmResult is what one boot showed.
+type vmResult struct {
+	Exit     int // the guest's exit status, from its marker line
+	BootTime time.Duration
+	Total    time.Duration
+	Steps    []stepResult
+	Release  string
+	Arch     string
+}
+
+type stepResult struct {
+	Name string
+	RC   int
+	Took string
+}
+
+// qemuArgs returns the command line for one boot. KVM is not used (it is
+// not usable on our machines): TCG always.
+func qemuArgs(arch, kernel, initrd string) (string, []string, error) {
+	smp := strconv.Itoa(min(2, runtime.NumCPU())) // never more vCPUs than host cores
+	common := []string{"-accel", "tcg", "-smp", smp, "-m", "1024",
+		"-nodefaults", "-display", "none", "-no-reboot", "-serial", "stdio",
+		"-kernel", kernel, "-initrd", initrd}
+	switch arch {
+	case "amd64":
+		return "qemu-system-x86_64", append([]string{"-cpu", "max"}, append(common,
+			"-append", "console=ttyS0 panic=-1 tsc=reliable quiet")...), nil
+	case "arm64":
+		// pauth-impdef: an implementation-defined pointer-auth hash, much
+		// cheaper to emulate than the architected QARMA.
+		return "qemu-system-aarch64", append([]string{"-M", "virt", "-cpu", "max,pauth-impdef=on"}, append(common,
+			"-append", "console=ttyAMA0 panic=-1 quiet")...), nil
+	}
+	return "", nil, fmt.Errorf("unsupported guest architecture %q (have amd64, arm64)", arch)
+}
+
+// boot runs one VM to its end, copying the console to log with prefix on
+// each line, within limit.
+func boot(ctx context.Context, arch, kernel, initrd string, limit time.Duration, log io.Writer, prefix string) (*vmResult, error) {
+	bin, args, err := qemuArgs(arch, kernel, initrd)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	res := &vmResult{Exit: -1, Arch: arch}
+	var sawInit bool
+	var panicLine, last string
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		fmt.Fprintf(log, "%s%s\n", prefix, line)
+		if strings.TrimSpace(line) != "" {
+			last = line
+		}
+		switch {
+		case strings.HasPrefix(line, plan.MarkInit):
+			sawInit = true
+			res.BootTime = time.Since(start)
+		case strings.HasPrefix(line, plan.MarkStep):
+			res.Steps = append(res.Steps, parseStep(strings.TrimPrefix(line, plan.MarkStep)))
+		case strings.HasPrefix(line, plan.MarkExit):
+			if n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, plan.MarkExit))); err == nil {
+				res.Exit = n
+			}
+		case strings.Contains(line, "Kernel panic"):
+			if panicLine == "" {
+				panicLine = strings.TrimSpace(line)
+			}
+		}
+	}
+	werr := cmd.Wait()
+	res.Total = time.Since(start)
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		return res, fmt.Errorf("the VM ran past its %v time limit and was killed (last console line: %q)", limit, last)
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	case res.Exit >= 0:
+		return res, nil
+	case panicLine != "" && !sawInit:
+		return res, fmt.Errorf("kernel panic before /init ran: %s", panicLine)
+	case panicLine != "":
+		return res, fmt.Errorf("kernel panic: %s", panicLine)
+	case !sawInit:
+		msg := "the guest never reached /init (the kernel did not boot, or could not run the initramfs's /init)"
+		if werr != nil {
+			msg += fmt.Sprintf("; %s: %v: %s", bin, werr, strings.TrimSpace(stderr.String()))
+		}
+		return res, errors.New(msg)
+	default:
+		return res, fmt.Errorf("the guest stopped without an exit status (last console line: %q)", last)
+	}
+}
+
+// parseStep reads "<name> rc=<n> took=<d>"; the name may hold spaces.
+func parseStep(s string) stepResult {
+	var r stepResult
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return stepResult{Name: s, RC: -1}
+	}
+	r.Name = strings.Join(f[:len(f)-2], " ")
+	r.RC, _ = strconv.Atoi(strings.TrimPrefix(f[len(f)-2], "rc="))
+	r.Took = strings.TrimPrefix(f[len(f)-1], "took=")
+	return r
+}
