@@ -104,3 +104,5 @@ func (b *Builder) Nested(typ uint16, fn func(*Builder)) {
 }
 
 const nlaFNested = 1 << 15
+
+func align4(n int) int { return (n + 3) &^ 3 }

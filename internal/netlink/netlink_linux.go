@@ -157,5 +157,3 @@ func parseAck(flags uint16, body []byte) error {
 	}
 	return e
 }
-
-func align4(n int) int { return (n + 3) &^ 3 }

@@ -1,0 +1,74 @@
+# goverbs: make test runs everything; make demo shows soft-RoCE in a VM.
+# Every target installs what it needs with apt-get when it is missing.
+
+GO          ?= go
+export CGO_ENABLED := 0
+
+# The VM matrix of make test: kernel/arch pairs booted under QEMU (TCG).
+VMS         ?= 6.1/amd64,6.12/amd64,6.1/arm64
+# make vmtest KERNEL=6.12 ARCH=arm64 RUN=TestName
+KERNEL      ?= 6.1
+ARCH        ?= amd64
+RUN         ?=
+VMFLAGS     ?=
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Architectures (and systems) that must build with CGO_ENABLED=0.
+CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x linux/386 linux/arm darwin/arm64 windows/amd64
+
+.PHONY: all build test check fmt vet lint cross unit vm vmtest demo fetch tools clean help
+
+all: build
+
+help:
+	@echo "make demo     boot a VM with soft-RoCE and show the device as goverbs and rdma-core see it"
+	@echo "make test     gofmt, vet, staticcheck, cross builds, unit tests, then the VM suite ($(VMS))"
+	@echo "make vmtest KERNEL=6.12 ARCH=arm64 RUN=TestName    one kernel, one arch, one test pattern"
+	@echo "make build    build bin/goverbs (static)"
+
+build:
+	$(GO) build -o bin/goverbs ./cmd/goverbs
+
+# Host tools the targets below need: Go itself must be there.
+tools:
+	@command -v $(GO) >/dev/null || { echo "make: Go is not installed (need Go >= 1.24 on PATH)"; exit 1; }
+
+test: check unit vm
+
+check: fmt vet lint cross
+
+fmt: tools
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	@echo "gofmt: ok"
+
+vet: tools
+	$(GO) vet ./...
+	GOARCH=arm64 $(GO) vet ./...
+
+lint: tools
+	$(GO) run $(STATICCHECK) ./...
+
+cross: tools
+	@set -e; for p in $(CROSS); do \
+		echo "CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build ./..."; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
+	done
+	@! grep -rlE --include='*.go' '^import "C"|^[[:space:]]*"C"$$' . || { echo "cgo found: goverbs has none"; exit 1; }
+
+unit: tools
+	$(GO) test -count=1 ./...
+
+vm: tools
+	$(GO) run ./test/vm -vms $(VMS) $(VMFLAGS) test
+
+vmtest: tools
+	$(GO) run ./test/vm -kernel $(KERNEL) -arch $(ARCH) $(if $(RUN),-run '$(RUN)') $(VMFLAGS) test
+
+demo: tools
+	$(GO) run ./test/vm $(VMFLAGS) demo
+
+fetch: tools
+	$(GO) run ./test/vm -vms $(VMS) fetch
+
+clean:
+	rm -rf bin

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type cpioEntry struct {
+	Name  string
+	Mode  uint32
+	Major uint32
+	Minor uint32
+	Data  string
+}
+
+// readNewc parses a newc archive, checking magic and alignment as the
+// kernel's unpacker does.
+func readNewc(t *testing.T, b []byte) []cpioEntry {
+	t.Helper()
+	var out []cpioEntry
+	off := 0
+	for {
+		if off%4 != 0 {
+			t.Fatalf("entry at %d is not 4-byte aligned", off)
+		}
+		if string(b[off:off+6]) != "070701" {
+			t.Fatalf("bad magic %q at %d", b[off:off+6], off)
+		}
+		e := cpioEntry{Mode: fieldAt(t, b, off, 1), Major: fieldAt(t, b, off, 9), Minor: fieldAt(t, b, off, 10)}
+		size, nl := int(fieldAt(t, b, off, 6)), int(fieldAt(t, b, off, 11))
+		e.Name = string(b[off+110 : off+110+nl-1])
+		if b[off+110+nl-1] != 0 {
+			t.Fatalf("name %q is not NUL-terminated", e.Name)
+		}
+		off = align(off + 110 + nl)
+		e.Data = string(b[off : off+size])
+		off = align(off + size)
+		if e.Name == "TRAILER!!!" {
+			if off != len(b) {
+				t.Fatalf("%d bytes after the trailer", len(b)-off)
+			}
+			return out
+		}
+		out = append(out, e)
+	}
+}
+
+// fieldAt reads the i'th 8-hex-digit field after the magic.
+func fieldAt(t *testing.T, b []byte, off, i int) uint32 {
+	t.Helper()
+	v, err := strconv.ParseUint(string(b[off+6+8*i:off+14+8*i]), 16, 32)
+	if err != nil {
+		t.Fatalf("at %d: field %d: %v", off, i, err)
+	}
+	return uint32(v)
+}
+
+func align(n int) int { return (n + 3) &^ 3 }
+
+func TestCPIO(t *testing.T) {
+	var buf bytes.Buffer
+	c := newCPIO(&buf)
+	c.Dir("/dev", 0o755)
+	c.CharDev("/dev/console", 0o600, 5, 1)
+	c.File("/goverbs/plan.json", 0o644, []byte("{}"))
+	c.Symlink("/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
+	c.File("/a/b/c", 0o755, []byte("12345"))
+	c.Dir("/a/b", 0o755) // already there: not added twice
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := readNewc(t, buf.Bytes())
+	want := []cpioEntry{
+		{Name: "dev", Mode: sIFDIR | 0o755},
+		{Name: "dev/console", Mode: sIFCHR | 0o600, Major: 5, Minor: 1},
+		{Name: "goverbs", Mode: sIFDIR | 0o755},
+		{Name: "goverbs/plan.json", Mode: sIFREG | 0o644, Data: "{}"},
+		{Name: "lib64", Mode: sIFDIR | 0o755},
+		{Name: "lib64/ld-linux-x86-64.so.2", Mode: sIFLNK | 0o777, Data: "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"},
+		{Name: "a", Mode: sIFDIR | 0o755},
+		{Name: "a/b", Mode: sIFDIR | 0o755},
+		{Name: "a/b/c", Mode: sIFREG | 0o755, Data: "12345"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("archive (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadOrder(t *testing.T) {
+	dep := `
+rdma_rxe.ko: ib_uverbs.ko ip6_udp_tunnel.ko udp_tunnel.ko ib_core.ko
+ib_uverbs.ko: ib_core.ko
+ib_core.ko:
+udp_tunnel.ko:
+ip6_udp_tunnel.ko:
+dummy.ko:
+`
+	deps, err := parseModulesDep(strings.NewReader(dep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		want []string
+		got  []string
+	}{
+		{[]string{"rdma_rxe"}, []string{"ib_core", "ib_uverbs", "ip6_udp_tunnel", "udp_tunnel", "rdma_rxe"}},
+		{[]string{"crc32-generic", "dummy", "rdma_rxe", "ib_core"}, // crc32_generic: built in
+			[]string{"dummy", "ib_core", "ib_uverbs", "ip6_udp_tunnel", "udp_tunnel", "rdma_rxe"}},
+	}
+	for _, tt := range tests {
+		got, err := loadOrder(deps, tt.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.got, got); diff != "" {
+			t.Errorf("loadOrder(%v) (-want +got):\n%s", tt.want, diff)
+		}
+	}
+	deps["ib_core"] = []string{"rdma_rxe"}
+	if _, err := loadOrder(deps, []string{"rdma_rxe"}); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Errorf("a dependency cycle gave err = %v", err)
+	}
+	if _, err := parseModulesDep(strings.NewReader("no colon here\n")); err == nil {
+		t.Error("a line without a colon was accepted")
+	}
+}
+
+func TestModName(t *testing.T) {
+	for in, want := range map[string]string{
+		"kernel/net/ipv4/udp_tunnel.ko.xz": "udp_tunnel",
+		"kernel/crypto/crc32_generic.ko":   "crc32_generic",
+		"crc32-generic":                    "crc32_generic",
+		"rdma_rxe.ko.zst":                  "rdma_rxe",
+	} {
+		if got := modName(in); got != want {
+			t.Errorf("modName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestKernelPattern(t *testing.T) {
+	tests := []struct {
+		series, arch, name string
+		build              int
+	}{
+		{"6.1", "amd64", "linux-image-6.1.0-56-amd64", 56},
+		{"6.1", "amd64", "linux-image-6.1.0-56-cloud-amd64", -1},
+		{"6.1", "amd64", "linux-image-6.1.0-56-amd64-unsigned", -1},
+		{"6.1", "arm64", "linux-image-6.1.0-9-arm64_6.1.27-1_arm64.deb", 9},
+		{"6.12", "amd64", "linux-image-6.12.117+deb12-amd64", 117},
+		{"6.12", "amd64", "linux-image-6.12.117+deb12-rt-amd64", -1},
+		{"6.12", "amd64", "linux-image-6.1.0-56-amd64", -1},
+	}
+	for _, tt := range tests {
+		re, _, err := kernelPattern(tt.series, tt.arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := buildNumber(re, tt.name); got != tt.build {
+			t.Errorf("%s/%s: buildNumber(%q) = %d, want %d", tt.series, tt.arch, tt.name, got, tt.build)
+		}
+	}
+	if _, _, err := kernelPattern("5.10", "amd64"); err == nil {
+		t.Error("kernel series 5.10 was accepted")
+	}
+}
+
+func TestParseStep(t *testing.T) {
+	got := parseStep("smoke: ibv_devinfo -d rxe0 rc=3 took=79ms")
+	want := stepResult{Name: "smoke: ibv_devinfo -d rxe0", RC: 3, Took: "79ms"}
+	if got != want {
+		t.Errorf("parseStep = %+v, want %+v", got, want)
+	}
+}
+
+func TestMatrix(t *testing.T) {
+	targets, order, err := matrix("6.1/amd64,6.12/amd64,6.1/arm64", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{"amd64": {"6.1", "6.12"}, "arm64": {"6.1"}}, targets); diff != "" {
+		t.Errorf("targets (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"amd64", "arm64"}, order); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"6.1", "6.1/sparc", "4.19/amd64"} {
+		if _, _, err := matrix(bad, nil, nil); err == nil {
+			t.Errorf("matrix(%q) was accepted", bad)
+		}
+	}
+	targets, _, err = matrix("", []string{"6.1", "6.12"}, []string{"arm64"})
+	if err != nil || fmt.Sprint(targets) != "map[arm64:[6.1 6.12]]" {
+		t.Errorf("matrix from -kernel/-arch = %v, %v", targets, err)
+	}
+}
