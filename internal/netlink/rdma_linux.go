@@ -122,30 +122,37 @@ type RDMALink struct {
 	Netdev    string
 }
 
-// RDMALinks lists every port of every RDMA device.
+// RDMALinks lists every port of every RDMA device. The kernel dumps ports
+// one device at a time (a port dump needs RDMA_NLDEV_ATTR_DEV_INDEX).
 func RDMALinks() ([]RDMALink, error) {
-	msgs, err := rdmaDo(RDMA_NLDEV_CMD_PORT_GET, unix.NLM_F_DUMP, nil)
+	devs, err := RDMADevices()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]RDMALink, 0, len(msgs))
-	for _, m := range msgs {
-		var l RDMALink
-		for _, a := range ParseAttrs(m.Payload) {
-			switch a.Type {
-			case RDMA_NLDEV_ATTR_DEV_NAME:
-				l.Device = a.String()
-			case RDMA_NLDEV_ATTR_PORT_INDEX:
-				l.Port = a.Uint32()
-			case RDMA_NLDEV_ATTR_PORT_STATE:
-				l.State = a.Uint8()
-			case RDMA_NLDEV_ATTR_PORT_PHYS_STATE:
-				l.PhysState = a.Uint8()
-			case RDMA_NLDEV_ATTR_NDEV_NAME:
-				l.Netdev = a.String()
-			}
+	var out []RDMALink
+	for _, d := range devs {
+		b := NewBuilder(nil)
+		b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, d.Index)
+		msgs, err := rdmaDo(RDMA_NLDEV_CMD_PORT_GET, unix.NLM_F_DUMP, b.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Name, err)
 		}
-		out = append(out, l)
+		for _, m := range msgs {
+			l := RDMALink{Device: d.Name}
+			for _, a := range ParseAttrs(m.Payload) {
+				switch a.Type {
+				case RDMA_NLDEV_ATTR_PORT_INDEX:
+					l.Port = a.Uint32()
+				case RDMA_NLDEV_ATTR_PORT_STATE:
+					l.State = a.Uint8()
+				case RDMA_NLDEV_ATTR_PORT_PHYS_STATE:
+					l.PhysState = a.Uint8()
+				case RDMA_NLDEV_ATTR_NDEV_NAME:
+					l.Netdev = a.String()
+				}
+			}
+			out = append(out, l)
+		}
 	}
 	return out, nil
 }
