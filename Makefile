@@ -15,13 +15,13 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Architectures (and systems) that must build with CGO_ENABLED=0.
 CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x linux/386 linux/arm darwin/arm64 windows/amd64
 
-.PHONY: all build test check fmt vet lint cross unit vm vmtest demo fetch tools clean help
+.PHONY: all build test check fmt vet lint cross unit vm vmselftest vmtest demo fetch tools clean help
 
 all: build
 
 help:
 	@echo "make demo     boot a VM with soft-RoCE and show the device as goverbs and rdma-core see it"
-	@echo "make test     gofmt, vet, staticcheck, cross builds, unit tests, then the VM suite ($(VMS))"
+	@echo "make test     gofmt, vet, staticcheck, cross builds, unit tests, the harness self-test, then the VM suite ($(VMS))"
 	@echo "make vmtest KERNEL=6.12 ARCH=arm64 RUN=TestName    one kernel, one arch, one test pattern"
 	@echo "make build    build bin/goverbs (static)"
 
@@ -32,7 +32,7 @@ build:
 tools:
 	@command -v $(GO) >/dev/null || { echo "make: Go is not installed (need Go >= 1.24 on PATH)"; exit 1; }
 
-test: check unit vm
+test: check unit vmselftest vm
 
 check: fmt vet lint cross
 
@@ -60,6 +60,10 @@ unit: tools
 
 vm: tools
 	$(GO) run ./test/vm -vms $(VMS) $(VMFLAGS) test
+
+# Broken guests (no /init, an /init that dies, a hanging step) must each fail clearly.
+vmselftest: tools
+	$(GO) run ./test/vm -vms 6.12/amd64 selftest
 
 vmtest: tools
 	$(GO) run ./test/vm -kernel $(KERNEL) -arch $(ARCH) $(if $(RUN),-run '$(RUN)') $(VMFLAGS) test

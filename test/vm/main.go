@@ -10,7 +10,9 @@
 // kernel of -kernel for each architecture of -arch, and runs them all,
 // after a smoke step that prints rdma-core's "ibv_devinfo -d rxe0". demo
 // boots one VM and shows the device as goverbs and rdma-core find it.
-// fetch only downloads and extracts what the others need.
+// fetch only downloads and extracts what the others need. selftest boots
+// broken guests (no /init, an /init that dies, a step that hangs) and
+// checks that the harness fails each with a message that says so.
 //
 // Downloads (kernel images, rdma-core packages) come from apt-get
 // download and are cached in $GOVERBS_CACHE, else $XDG_CACHE_HOME/goverbs,
@@ -60,7 +62,7 @@ func logf(format string, args ...any) {
 
 func main() {
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: go run ./test/vm [flags] [test|demo|fetch]\n\n")
+		fmt.Fprintf(os.Stderr, "usage: go run ./test/vm [flags] [test|demo|fetch|selftest]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -68,7 +70,7 @@ func main() {
 	if flag.NArg() > 0 {
 		mode = flag.Arg(0)
 	}
-	if flag.NArg() > 1 || (mode != "test" && mode != "demo" && mode != "fetch") {
+	if flag.NArg() > 1 || (mode != "test" && mode != "demo" && mode != "fetch" && mode != "selftest") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -204,6 +206,9 @@ func harness(ctx context.Context, mode string) error {
 				logf("%s: %s ready (%d modules)", name, k.Release, len(k.Modules))
 				continue
 			}
+			if mode == "selftest" {
+				return selftest(ctx, g, k, filepath.Join(work, arch))
+			}
 			initrd := filepath.Join(work, arch, "initramfs-"+series+".cpio")
 			if err := g.writeInitramfs(initrd, k); err != nil {
 				return err
@@ -227,8 +232,13 @@ func harness(ctx context.Context, mode string) error {
 	}
 	fmt.Println()
 	fmt.Println("VM summary:")
-	failed := 0
+	failed, tests := 0, vmResult{}
 	for _, o := range outcomes {
+		if o.res != nil {
+			tests.Passed += o.res.Passed
+			tests.Failed += o.res.Failed
+			tests.Skipped += o.res.Skipped
+		}
 		verdict := "PASS"
 		if o.err != nil {
 			verdict = "FAIL: " + o.err.Error()
@@ -246,7 +256,11 @@ func harness(ctx context.Context, mode string) error {
 		if o.res != nil {
 			rel = o.res.Release
 		}
-		fmt.Printf("  %-10s %-24s boot to /init %-6s total %-7s %s\n", o.name, rel, boot, total, verdict)
+		counts := ""
+		if o.res != nil && mode == "test" {
+			counts = fmt.Sprintf("%3d tests passed, %d failed, %d skipped  ", o.res.Passed, o.res.Failed, o.res.Skipped)
+		}
+		fmt.Printf("  %-10s %-24s boot to /init %-6s total %-7s %s%s\n", o.name, rel, boot, total, counts, verdict)
 		if o.res != nil {
 			for _, s := range o.res.Steps {
 				mark := "ok  "
@@ -256,6 +270,10 @@ func harness(ctx context.Context, mode string) error {
 				fmt.Printf("      %-9s %-40s %s\n", mark, s.Name, s.Took)
 			}
 		}
+	}
+	if mode == "test" {
+		// The closing line, in the form CI counts.
+		defer fmt.Printf("vm: %d passed, %d failed, %d skipped\n", tests.Passed, tests.Failed, tests.Skipped)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d VM runs failed", failed, len(outcomes))
@@ -272,6 +290,7 @@ type guest struct {
 	tool    string   // cmd/goverbs, for the demo
 	pkgDirs []string // unpacked Debian packages
 	plan    plan.Plan
+	noInit  bool // leave /init out (self-test)
 }
 
 func multiarchLibPath(arch string) string {
@@ -374,7 +393,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 		c.Dir(d, 0o755)
 	}
 	c.CharDev("/dev/console", 0o600, 5, 1)
-	c.HostFile("/init", g.init, 0o755)
+	if !g.noInit {
+		c.HostFile("/init", g.init, 0o755)
+	}
 	p := g.plan
 	p.Modules = nil
 	for _, m := range k.Modules {

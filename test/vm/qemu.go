@@ -24,6 +24,8 @@ type vmResult struct {
 	Steps    []stepResult
 	Release  string
 	Arch     string
+	// Top-level Go tests seen on the console ("--- PASS: TestX").
+	Passed, Failed, Skipped int
 }
 
 type stepResult struct {
@@ -94,6 +96,12 @@ func boot(ctx context.Context, arch, kernel, initrd string, limit time.Duration,
 			if n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, plan.MarkExit))); err == nil {
 				res.Exit = n
 			}
+		case strings.HasPrefix(line, "--- PASS: "):
+			res.Passed++
+		case strings.HasPrefix(line, "--- FAIL: "):
+			res.Failed++
+		case strings.HasPrefix(line, "--- SKIP: "):
+			res.Skipped++
 		case strings.Contains(line, "Kernel panic"):
 			if panicLine == "" {
 				panicLine = strings.TrimSpace(line)

@@ -28,6 +28,16 @@ import (
 )
 
 func main() {
+	if os.Getpid() != 1 {
+		// Run as a step of the harness's self-test: hang.
+		if len(os.Args) > 1 && os.Args[1] == "hang" {
+			for {
+				time.Sleep(time.Hour)
+			}
+		}
+		fmt.Fprintln(os.Stderr, "guest: this is the VM harness's /init; it runs as PID 1 only")
+		os.Exit(2)
+	}
 	fmt.Println(plan.MarkInit)
 	rc := 1
 	func() {
@@ -43,7 +53,9 @@ func main() {
 	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF); err != nil {
 		fmt.Printf("init: power off: %v\n", err)
 	}
-	select {} // the kernel panics if init returns; the host already has its marker
+	for { // the kernel panics if init returns; the host already has its marker
+		time.Sleep(time.Hour)
+	}
 }
 
 func run() int {
@@ -60,6 +72,10 @@ func run() int {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		fmt.Println("init: plan:", err)
 		return 1
+	}
+	if p.Break == "exit" {
+		fmt.Println("init: returning from /init on purpose (harness self-test)")
+		os.Exit(0)
 	}
 	if err := setup(&p); err != nil {
 		fmt.Println("init: setup:", err)

@@ -30,6 +30,9 @@ type Plan struct {
 	Env []string
 	// Steps run one after another; all run even after a failure.
 	Steps []Step
+	// Break makes /init misbehave on purpose, for the harness's self-test:
+	// "exit" returns from /init right away, which panics the kernel.
+	Break string
 }
 
 // Netdev is one network device to create in the guest.
