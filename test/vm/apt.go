@@ -208,6 +208,7 @@ func (a *apt) resolveKernel(ctx context.Context, series, arch string) (string, e
 			errs = append(errs, err)
 			continue
 		}
+		a.prune(re, prefix, arch, deb)
 		return deb, nil
 	}
 	// Offline: the newest cached one will do.
@@ -223,6 +224,20 @@ func (a *apt) resolveKernel(ctx context.Context, series, arch string) (string, e
 		errs = append(errs, errors.New("no package matches "+re.String()))
 	}
 	return "", fmt.Errorf("kernel %s/%s: %w", series, arch, errors.Join(errs...))
+}
+
+// prune removes older builds of a kernel series from the cache once a
+// newer one is in it, with what was extracted from them.
+func (a *apt) prune(re *regexp.Regexp, prefix, arch, keep string) {
+	cached, _ := filepath.Glob(filepath.Join(a.debs, prefix+"*_"+arch+".deb"))
+	for _, c := range cached {
+		if c == keep || buildNumber(re, c) < 0 || buildNumber(re, c) >= buildNumber(re, keep) {
+			continue
+		}
+		logf("apt: removing the older %s from the cache", filepath.Base(c))
+		os.Remove(c)
+		os.RemoveAll(filepath.Join(filepath.Dir(a.debs), "kernel", strings.TrimSuffix(filepath.Base(c), ".deb")))
+	}
 }
 
 func (a *apt) kernelNames(ctx context.Context, re *regexp.Regexp, prefix string) ([]string, error) {

@@ -164,7 +164,7 @@ func harness(ctx context.Context, mode string) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureTools(ctx, arches, true); err != nil {
+	if err := ensureTools(ctx, arches, false); err != nil {
 		return err
 	}
 	a, err := newApt(cache)
@@ -268,6 +268,13 @@ func harness(ctx context.Context, mode string) error {
 					mark = fmt.Sprintf("FAIL rc=%d", s.RC)
 				}
 				fmt.Printf("      %-9s %-40s %s\n", mark, s.Name, s.Took)
+			}
+		}
+	}
+	if mode == "demo" {
+		for _, o := range outcomes {
+			if !demoSummary(o.name, o.res, o.err) && o.err == nil {
+				failed++
 			}
 		}
 	}
@@ -379,6 +386,47 @@ func skipPkgFile(rel string) bool {
 		}
 	}
 	return false
+}
+
+// demoSummary says in a few lines what the demo showed, and whether
+// goverbs and rdma-core agree.
+func demoSummary(name string, res *vmResult, err error) bool {
+	fmt.Println()
+	fmt.Println("What the demo showed:")
+	if res == nil || err != nil {
+		fmt.Printf("  %s: the demo failed: %v\n", name, err)
+		return false
+	}
+	var ours, theirs, state string
+	for _, l := range res.Console {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && f[0] == "rxe0" && ours == "":
+			ours = f[1]
+		case len(f) == 2 && f[0] == "node_guid:":
+			theirs = f[1]
+		case len(f) >= 2 && f[0] == "state:" && state == "":
+			state = strings.Join(f[1:], " ")
+		}
+	}
+	fmt.Printf("  - Debian's Linux %s booted under QEMU (TCG, %s) and reached /init in %v;\n",
+		res.Release, res.Arch, res.BootTime.Round(100*time.Millisecond))
+	fmt.Printf("    /init (static Go) loaded rdma_rxe and created soft-RoCE device rxe0 on netdev d0 over RDMA netlink.\n")
+	fmt.Printf("  - goverbs (CGO_ENABLED=0, no libibverbs) found rxe0 with node GUID %s.\n", orNone(ours))
+	fmt.Printf("  - rdma-core's ibv_devinfo reports node GUID %s, port 1 %s.\n", orNone(theirs), orNone(state))
+	if ours != "" && ours == theirs {
+		fmt.Println("  - They agree.")
+		return true
+	}
+	fmt.Println("  - They DISAGREE: that is a bug.")
+	return false
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 // writeInitramfs writes the initramfs for kernel k.

@@ -26,6 +26,7 @@ type vmResult struct {
 	Arch     string
 	// Top-level Go tests seen on the console ("--- PASS: TestX").
 	Passed, Failed, Skipped int
+	Console                 []string // every console line
 }
 
 type stepResult struct {
@@ -83,6 +84,7 @@ func boot(ctx context.Context, arch, kernel, initrd string, limit time.Duration,
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		fmt.Fprintf(log, "%s%s\n", prefix, line)
+		res.Console = append(res.Console, line)
 		if strings.TrimSpace(line) != "" {
 			last = line
 		}
