@@ -1,0 +1,246 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn issues commands on one open uverbs fd. It does not own the fd: the
+// caller closes it after the last command. A Conn is safe for concurrent
+// use; each call needs its own Cmd.
+type Conn struct {
+	fd       int
+	driverID uint32
+
+	// invokeWrite caches whether the kernel takes write commands through
+	// UVERBS_METHOD_INVOKE_WRITE: 0 not probed yet, 1 yes, 2 no.
+	invokeWrite atomic.Int32
+
+	mu     sync.RWMutex
+	probes map[uint32]bool // guarded by mu: object<<16|method -> supported
+}
+
+// NewConn returns a Conn for fd, stamping driverID (enum rdma_driver_id)
+// on every ioctl: the kernel refuses a mismatch with EINVAL.
+func NewConn(fd int, driverID uint32) *Conn {
+	return &Conn{fd: fd, driverID: driverID}
+}
+
+// DriverID returns the driver id the Conn stamps on ioctls.
+func (c *Conn) DriverID() uint32 { return c.driverID }
+
+// ForceWriteSyscall makes write commands go through write(2) even where
+// the kernel has INVOKE_WRITE, to test that path.
+func (c *Conn) ForceWriteSyscall() { c.invokeWrite.Store(2) }
+
+// UsesInvokeWrite reports whether write commands travel inside the ioctl
+// (true) or through write(2), probing once.
+func (c *Conn) UsesInvokeWrite() bool {
+	switch c.invokeWrite.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	// As rdma-core does: INVOKE_WRITE of QUERY_DEVICE with no core input
+	// is refused with ENOSPC by a kernel that knows the method.
+	var cmd Cmd
+	cmd.Reset(objectDevice, methodInvokeWrite)
+	cmd.Const(attrWriteCmd, cmdQueryDevice)
+	err := c.ioctl(&cmd)
+	switch {
+	case errors.Is(err, unix.ENOSPC), err == nil:
+		c.invokeWrite.Store(1)
+		return true
+	case errors.Is(err, unix.EPROTONOSUPPORT), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.EOPNOTSUPP):
+		c.invokeWrite.Store(2)
+		return false
+	}
+	return false // inconclusive: not cached, write(2) this time
+}
+
+// Supports reports whether the kernel has the ioctl method, probing once:
+// the method is called with no attributes, and EINVAL (mandatory
+// attributes missing) means it exists, EPROTONOSUPPORT or ENOTTY that it
+// does not. Nothing is created. Inconclusive answers are not cached.
+func (c *Conn) Supports(object, method uint16) (bool, error) {
+	key := uint32(object)<<16 | uint32(method)
+	c.mu.RLock()
+	ok, found := c.probes[key]
+	c.mu.RUnlock()
+	if found {
+		return ok, nil
+	}
+	var cmd Cmd
+	cmd.Reset(object, method)
+	err := c.ioctl(&cmd)
+	switch {
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSPC), err == nil:
+		ok = true
+	case errors.Is(err, unix.EPROTONOSUPPORT), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.EOPNOTSUPP):
+		ok = false
+	default:
+		return false, err
+	}
+	c.mu.Lock()
+	if c.probes == nil {
+		c.probes = map[uint32]bool{}
+	}
+	c.probes[key] = ok
+	c.mu.Unlock()
+	return ok, nil
+}
+
+// Invoke sends cmd: an ioctl as built, or a write command through
+// INVOKE_WRITE or write(2). The error is the bare errno.
+func (c *Conn) Invoke(cmd *Cmd) error {
+	if cmd.err != nil {
+		return cmd.err
+	}
+	if cmd.write.active {
+		if c.UsesInvokeWrite() {
+			return c.invokeWriteCmd(cmd)
+		}
+		return c.writeSyscall(cmd)
+	}
+	return c.ioctl(cmd)
+}
+
+// WriteRaw sends a write command through write(2) whatever the kernel
+// supports: rxe's send doorbell is such a write, as in rdma-core.
+func (c *Conn) WriteRaw(cmd *Cmd) error {
+	if cmd.err != nil {
+		return cmd.err
+	}
+	if !cmd.write.active {
+		return unix.EINVAL
+	}
+	return c.writeSyscall(cmd)
+}
+
+func (c *Conn) ioctl(cmd *Cmd) error {
+	cmd.hdr.length = uint16(unsafe.Sizeof(cmd.hdr)) + cmd.hdr.numAttrs*uint16(unsafe.Sizeof(attr{}))
+	cmd.hdr.driverID = c.driverID
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&cmd.hdr)))
+	runtime.KeepAlive(cmd)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// invokeWriteCmd wraps a write command in UVERBS_METHOD_INVOKE_WRITE.
+func (c *Conn) invokeWriteCmd(cmd *Cmd) error {
+	w := &cmd.write
+	cmd.hdr.numAttrs = 0
+	cmd.Const(attrWriteCmd, uint64(w.cmd))
+	cmd.ptrIn(attrCoreIn, w.coreIn)
+	if w.hasOut {
+		cmd.add(attrCoreOut, uint16(w.coreOut.len), attrFMandatory, cmd.addr(w.coreOut.off))
+	}
+	if w.haveUHWIn && w.uhwIn.len > 0 {
+		cmd.ptrIn(AttrUHWIn, w.uhwIn)
+	}
+	if w.uhwOut.len > 0 {
+		cmd.add(AttrUHWOut, uint16(w.uhwOut.len), attrFMandatory, cmd.addr(w.uhwOut.off))
+	}
+	if cmd.err != nil {
+		return cmd.err
+	}
+	return c.ioctl(cmd)
+}
+
+// ptrIn adds a PTR_IN for an arena region: inline when it fits in 8 bytes.
+func (c *Cmd) ptrIn(id uint16, r region) {
+	if r.len <= 8 {
+		i := c.add(id, uint16(r.len), attrFMandatory, 0)
+		if i >= 0 {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&c.attrs[i].data)), 8), c.arena[r.off:r.off+r.len])
+		}
+		return
+	}
+	c.add(id, uint16(r.len), attrFMandatory, c.addr(r.off))
+}
+
+// writeSyscall frames a write command for write(2): a header, the core
+// request (whose first u64 is the response address, for commands that
+// answer), then the driver input; the kernel writes the core response and
+// the driver response back to back at the response address.
+func (c *Conn) writeSyscall(cmd *Cmd) error {
+	w := &cmd.write
+	ex := w.cmd&cmdFlagExtended != 0
+	outLen := 0
+	if w.hasOut {
+		outLen = w.coreOut.len
+	}
+	outLen += w.uhwOut.len
+	head := 8
+	if ex {
+		head = 24
+	}
+	inLen := w.coreIn.len + w.uhwIn.len
+	buf, okb := cmd.alloc(head + inLen)
+	resp, oko := cmd.alloc(outLen)
+	if !okb || !oko {
+		return cmd.err
+	}
+	b := cmd.arena[buf : buf+head+inLen]
+	copy(b[head:], cmd.arena[w.coreIn.off:w.coreIn.off+w.coreIn.len])
+	copy(b[head+w.coreIn.len:], cmd.arena[w.uhwIn.off:w.uhwIn.off+w.uhwIn.len])
+	var respAddr uint64
+	if outLen > 0 {
+		respAddr = cmd.addr(resp)
+	}
+	ne := binary.NativeEndian
+	if ex {
+		if w.coreIn.len%8 != 0 || w.uhwIn.len%8 != 0 || w.coreOut.len%8 != 0 || w.uhwOut.len%8 != 0 {
+			return unix.EINVAL // EX commands count 8-byte words
+		}
+		ne.PutUint32(b[0:], w.cmd)
+		ne.PutUint16(b[4:], uint16(w.coreIn.len/8))
+		coreOut := 0
+		if w.hasOut {
+			coreOut = w.coreOut.len
+		}
+		ne.PutUint16(b[6:], uint16(coreOut/8))
+		ne.PutUint64(b[8:], respAddr) // struct ib_uverbs_ex_cmd_hdr
+		ne.PutUint16(b[16:], uint16(w.uhwIn.len/8))
+		ne.PutUint16(b[18:], uint16(w.uhwOut.len/8))
+		ne.PutUint32(b[20:], 0)
+	} else {
+		if (head+inLen)%4 != 0 || outLen%4 != 0 {
+			return unix.EINVAL // plain commands count 4-byte words
+		}
+		ne.PutUint32(b[0:], w.cmd)
+		ne.PutUint16(b[4:], uint16((head+inLen)/4))
+		ne.PutUint16(b[6:], uint16(outLen/4))
+		if w.hasOut && w.coreIn.len >= 8 {
+			ne.PutUint64(b[head:], respAddr) // the `response` member
+		}
+	}
+	n, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	runtime.KeepAlive(cmd)
+	if e != 0 {
+		return e
+	}
+	if int(n) != len(b) {
+		return unix.EIO
+	}
+	if w.hasOut {
+		copy(cmd.arena[w.coreOut.off:w.coreOut.off+w.coreOut.len], cmd.arena[resp:resp+w.coreOut.len])
+	}
+	if w.uhwOut.len > 0 {
+		o := resp
+		if w.hasOut {
+			o += w.coreOut.len
+		}
+		copy(cmd.arena[w.uhwOut.off:w.uhwOut.off+w.uhwOut.len], cmd.arena[o:o+w.uhwOut.len])
+	}
+	return nil
+}
