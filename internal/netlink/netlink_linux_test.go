@@ -30,6 +30,19 @@ func TestRDMADevicesAndLinks(t *testing.T) {
 	if !found {
 		t.Fatalf("rxe0 not in %+v", devs)
 	}
+	for _, d := range devs {
+		if d.Name != "rxe0" {
+			continue
+		}
+		cd, err := UverbsChardev(d.Index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("chardev %+v", cd)
+		if cd.Name != "uverbs0" || !cd.HaveDriverID || cd.DriverID != 14 { // RDMA_DRIVER_RXE
+			t.Errorf("rxe0 chardev = %+v, want uverbs0 with driver id 14", cd)
+		}
+	}
 	links, err := RDMALinks()
 	if err != nil {
 		t.Fatal(err)

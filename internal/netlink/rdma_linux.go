@@ -18,6 +18,8 @@ const (
 	RDMA_NLDEV_CMD_DELLINK  = 4
 	RDMA_NLDEV_CMD_PORT_GET = 5
 
+	RDMA_NLDEV_CMD_GET_CHARDEV = 15
+
 	RDMA_NLDEV_ATTR_DEV_INDEX       = 1
 	RDMA_NLDEV_ATTR_DEV_NAME        = 2
 	RDMA_NLDEV_ATTR_PORT_INDEX      = 3
@@ -30,6 +32,12 @@ const (
 	RDMA_NLDEV_ATTR_NDEV_NAME       = 51
 	RDMA_NLDEV_ATTR_LINK_TYPE       = 65
 	RDMA_NLDEV_ATTR_DEV_PROTOCOL    = 67
+
+	RDMA_NLDEV_ATTR_CHARDEV_TYPE     = 69
+	RDMA_NLDEV_ATTR_CHARDEV_NAME     = 70
+	RDMA_NLDEV_ATTR_CHARDEV_ABI      = 71
+	RDMA_NLDEV_ATTR_CHARDEV          = 72
+	RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID = 73
 )
 
 // rdmaType is RDMA_NL_GET_TYPE(client, op).
@@ -155,6 +163,45 @@ func RDMALinks() ([]RDMALink, error) {
 		}
 	}
 	return out, nil
+}
+
+// Chardev is what RDMA_NLDEV_CMD_GET_CHARDEV says of a device's uverbs
+// char device: how rdma-core learns the driver id it must stamp on ioctls.
+type Chardev struct {
+	Name     string // "uverbs0"
+	ABI      uint64
+	Dev      uint64 // dev_t
+	DriverID uint32 // enum rdma_driver_id; HaveDriverID is false on kernels that do not say
+	// HaveDriverID says whether the kernel reported DriverID.
+	HaveDriverID bool
+}
+
+// UverbsChardev returns the uverbs char device of the RDMA device with
+// netlink index devIndex.
+func UverbsChardev(devIndex uint32) (Chardev, error) {
+	b := NewBuilder(nil)
+	b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, devIndex)
+	b.String(RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs")
+	msgs, err := rdmaDo(RDMA_NLDEV_CMD_GET_CHARDEV, 0, b.Bytes())
+	if err != nil {
+		return Chardev{}, err
+	}
+	var c Chardev
+	for _, m := range msgs {
+		for _, a := range ParseAttrs(m.Payload) {
+			switch a.Type {
+			case RDMA_NLDEV_ATTR_CHARDEV_NAME:
+				c.Name = a.String()
+			case RDMA_NLDEV_ATTR_CHARDEV_ABI:
+				c.ABI = a.Uint64()
+			case RDMA_NLDEV_ATTR_CHARDEV:
+				c.Dev = a.Uint64()
+			case RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
+				c.DriverID, c.HaveDriverID = a.Uint32(), true
+			}
+		}
+	}
+	return c, nil
 }
 
 func rdmaDo(cmd uint16, flags uint16, payload []byte) ([]Message, error) {

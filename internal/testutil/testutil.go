@@ -31,3 +31,24 @@ func RequireDevice(tb testing.TB, path string) {
 	}
 	tb.Skipf("no RDMA device (%v); run it on soft-RoCE in a VM: make vmtest RUN='^%s$'", err, tb.Name())
 }
+
+// OpenFDs returns how many file descriptors the process has open.
+func OpenFDs(tb testing.TB) int {
+	tb.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatalf("counting fds: %v", err)
+	}
+	return len(ents)
+}
+
+// CheckFDLeak fails the test if it ends with more fds open than it began.
+func CheckFDLeak(tb testing.TB) {
+	tb.Helper()
+	before := OpenFDs(tb)
+	tb.Cleanup(func() {
+		if after := OpenFDs(tb); after > before {
+			tb.Errorf("fd leak: %d fds open before the test, %d after", before, after)
+		}
+	})
+}

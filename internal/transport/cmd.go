@@ -280,3 +280,20 @@ func (c *Cmd) WriteUHWOut(n int) []byte {
 	c.write.uhwOut = region{off, n}
 	return c.arena[off : off+n]
 }
+
+// As views b, a region of a Cmd's arena, as a *T, to fill in or read a
+// kernel struct in place. b must be at least sizeof(T) long; arena
+// regions are 8-byte aligned, enough for every uapi struct.
+func As[T any](b []byte) *T {
+	var zero T
+	if uintptr(len(b)) < unsafe.Sizeof(zero) || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%unsafe.Alignof(zero) != 0 {
+		panic("transport.As: region too short or misaligned for the type") // a bug in goverbs, never caller input
+	}
+	return (*T)(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+// SizeOf returns sizeof(T), for sizing command regions.
+func SizeOf[T any]() int {
+	var zero T
+	return int(unsafe.Sizeof(zero))
+}
