@@ -15,7 +15,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Architectures (and systems) that must build with CGO_ENABLED=0.
 CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x linux/386 linux/arm darwin/arm64 windows/amd64
 
-.PHONY: all build test check fmt vet lint cross unit vm vmselftest vmtest demo fetch tools clean help
+.PHONY: all build test check fmt vet lint cross unit vm vmselftest vmtest demo fetch tools clean help generate
 
 all: build
 
@@ -27,6 +27,10 @@ help:
 
 build:
 	$(GO) build -o bin/goverbs ./cmd/goverbs
+
+# Regenerate uapi/ from the kernel's RDMA headers (needs gcc and linux-libc-dev).
+generate: tools
+	$(GO) generate ./uapi/...
 
 # Host tools the targets below need: Go itself must be there.
 tools:

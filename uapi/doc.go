@@ -1,13 +1,62 @@
 // Package uapi mirrors the kernel's RDMA user-space ABI headers in Go:
 // the ids, constants and structs of rdma_user_ioctl_cmds.h,
 // ib_user_ioctl_cmds.h, ib_user_ioctl_verbs.h, ib_user_verbs.h,
-// rdma_user_rxe.h, mlx5-abi.h, mlx5_user_ioctl_cmds.h and what goverbs
-// needs of rdma_netlink.h.
+// rdma_user_rxe.h, mlx5-abi.h, mlx5_user_ioctl_cmds.h,
+// mlx5_user_ioctl_verbs.h and rdma_user_ioctl.h (for RDMA_VERBS_IOCTL), and
+// what "rdma link" needs of rdma_netlink.h: the netlink clients, the
+// RDMA_NLDEV_* commands and attributes, and RDMA_NL_GET_TYPE.
 //
-// Its files will be generated from the C headers and checked in, with the
-// generator kept in the tree (make generate), as golang.org/x/sys/unix
-// does; a layout test will hold every size and offset against the headers.
-// It holds names, no behaviour, and imports nothing of goverbs.
+// It holds names and no behaviour, and imports nothing of goverbs. Its two
+// functions only make values: RDMA_NL_GET_TYPE, a macro of rdma_netlink.h,
+// and NewPointer.
 //
-// It is empty so far.
+// # Generated
+//
+// The z*.go files are generated from the headers and checked in, with the
+// generator kept in the tree (internal/cmd/genuapi), as golang.org/x/sys/unix
+// does. To regenerate, on linux/amd64 with gcc and Debian's linux-libc-dev
+// installed, run
+//
+//	make generate
+//
+// which runs go generate ./uapi/... and so the go:generate line of doc.go;
+// the first line of each file says which headers it came from. Every value,
+// size and offset comes from the C compiler, never from reading the
+// headers' arithmetic. A layout test holds every size and field offset, on
+// every GOARCH the tests run on, to a table that a C program printed
+// (testdata/layout.golden). Building uapi needs neither cgo nor the headers.
+//
+// # Names
+//
+// Constants keep the kernel's spelling, UVERBS_OBJECT_CQ or
+// IB_USER_VERBS_CMD_CREATE_CQ, so that one search finds header and Go. They
+// are untyped, as the headers' enums and macros are, and the same on every
+// architecture: the one ioctl number, RDMA_VERBS_IOCTL, is an _IOWR, which
+// all of Linux's ioctl encodings spell alike.
+//
+// A struct or union becomes a Go type named by splitting its C tag at '_'
+// and joining the words capitalised, except these, which become:
+// ib IB, cq CQ, qp QP, pd PD, mr MR, mw MW, ah AH, wc WC, wr WR, gid GID,
+// srq SRQ, wq WQ, uar UAR, xrcd XRCD, id ID, qpn QPN, psn PSN, mtu MTU,
+// lid LID, sge SGE, dm DM, dv DV, ex Ex, cqe CQE, uidx UIDX, bf BF, fd FD and
+// mmap Mmap. Fields follow the same rule on the member's name. So struct
+// ib_uverbs_create_cq_resp is [IBUverbsCreateCQResp], struct rxe_queue_buf
+// is [RxeQueueBuf] with field ProducerIndex, and ib_uverbs_wc's wr_id is
+// [IBUverbsWC].WRID. Each type's comment names its C struct and header.
+//
+// # Layout
+//
+// Every struct starts with a structs.HostLayout field and spells out its
+// padding as _ fields, so its layout is the C one on every architecture,
+// 32-bit ones included. Big-endian members (__be32) are plain integers
+// marked in a comment: read them with encoding/binary's BigEndian. A named
+// union becomes a byte array of its size, commented with its members; an
+// anonymous one becomes its first member that fills it, named after it
+// ([IBUverbsAttr].Data). A flexible array at a struct's end has no Go
+// field, since Go would grow the struct to hold it; it starts at
+// unsafe.Sizeof of the struct, as the struct's comment says. A __u64 that
+// carries an address the kernel dereferences (a write command's response,
+// the memory of reg_mr, mlx5 queue buffers and doorbells) is a [Pointer].
+//
+//go:generate go run ../internal/cmd/genuapi -o .
 package uapi

@@ -17,6 +17,10 @@ type Device struct {
 	CoreABI      int    // the core write ABI (/sys/class/infiniband_verbs/abi_version, 6)
 	Driver       string // the kernel driver behind a hardware device ("mlx5_core"), "" for software ones
 	Parent       string // for software devices: the netdev under it ("d0"), else ""
+	// DriverID is the device's enum rdma_driver_id (rxe 14, mlx5 1), which
+	// every ioctl must carry; 0 (RDMA_DRIVER_UNKNOWN) if the kernel did not
+	// say. It comes from RDMA netlink, as in rdma-core.
+	DriverID uint32
 }
 
 // GUID is a 64-bit global identifier, in host order.

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/netlink"
 )
 
 // sysfs roots; tests may point them elsewhere.
@@ -34,6 +36,7 @@ func Devices() ([]Device, error) {
 	if err != nil {
 		return nil, &OpError{Op: "list devices", Err: err}
 	}
+	ids := driverIDs()
 	var out []Device
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), "uverbs") {
@@ -43,6 +46,7 @@ func Devices() ([]Device, error) {
 		if err != nil {
 			return nil, &OpError{Op: "list devices", Err: err}
 		}
+		d.DriverID = ids[d.Name]
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -104,6 +108,22 @@ func readDevice(uverbs string, core int) (Device, error) {
 		d.Driver = filepath.Base(link)
 	}
 	return d, nil
+}
+
+// driverIDs asks RDMA netlink for each device's driver id. Failures leave
+// the map short: Open then reports the device as unsupported.
+func driverIDs() map[string]uint32 {
+	ids := map[string]uint32{}
+	devs, err := netlink.RDMADevices()
+	if err != nil {
+		return ids
+	}
+	for _, d := range devs {
+		if cd, err := netlink.UverbsChardev(d.Index); err == nil && cd.HaveDriverID {
+			ids[d.Name] = cd.DriverID
+		}
+	}
+	return ids
 }
 
 func readString(path string) (string, error) {

@@ -34,6 +34,9 @@ func TestDevicesFindsRXE(t *testing.T) {
 	if d.NodeGUID == 0 {
 		t.Errorf("NodeGUID is zero")
 	}
+	if d.DriverID != 14 { // RDMA_DRIVER_RXE
+		t.Errorf("DriverID = %d, want 14 (rxe)", d.DriverID)
+	}
 	if d.Parent != "d0" {
 		t.Errorf("Parent = %q, want the netdev d0", d.Parent)
 	}

@@ -10,24 +10,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/uapi"
 )
 
-// Ids from the kernel headers that these tests use.
-// TODO(uapi): take them from the generated uapi package.
 const (
-	objPD, objCQ, objAsyncEvent = 1, 3, 16
-	methodGetContext            = 3
-	attrNumCompVectors          = 0
-	attrCoreSupport             = 1
-	methodCQCreate              = 0
-	methodCQDestroy             = 1
-	methodPDDestroy             = 0
-	methodAsyncEventAlloc       = 0
-	cmdGetContext               = 0
-	cmdAllocPD                  = 3
-	cmdDeallocPD                = 4
-	cmdReqNotifyCQ              = 23
-	driverRXE, driverMLX5       = 14, 1
+	objPD, objCQ, objAsyncEvent = uapi.UVERBS_OBJECT_PD, uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_OBJECT_ASYNC_EVENT
+	methodGetContext            = uapi.UVERBS_METHOD_GET_CONTEXT
+	attrNumCompVectors          = uapi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS
+	attrCoreSupport             = uapi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
+	methodCQCreate              = uapi.UVERBS_METHOD_CQ_CREATE
+	methodCQDestroy             = uapi.UVERBS_METHOD_CQ_DESTROY
+	methodPDDestroy             = uapi.UVERBS_METHOD_PD_DESTROY
+	methodAsyncEventAlloc       = uapi.UVERBS_METHOD_ASYNC_EVENT_ALLOC
+	cmdGetContext               = uapi.IB_USER_VERBS_CMD_GET_CONTEXT
+	cmdAllocPD                  = uapi.IB_USER_VERBS_CMD_ALLOC_PD
+	cmdDeallocPD                = uapi.IB_USER_VERBS_CMD_DEALLOC_PD
+	cmdReqNotifyCQ              = uapi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ
+	driverRXE, driverMLX5       = uapi.RDMA_DRIVER_RXE, uapi.RDMA_DRIVER_MLX5
 )
 
 func open(t *testing.T) *Conn {

@@ -1,25 +1,24 @@
 package transport
 
-// Kernel names the transport frames with, from <rdma/rdma_user_ioctl.h>,
-// <rdma/rdma_user_ioctl_cmds.h>, <rdma/ib_user_ioctl_cmds.h> and
-// <rdma/ib_user_verbs.h>.
-// TODO(uapi): alias these to the generated uapi package.
+import "github.com/goverbs/goverbs/uapi"
+
+// Kernel names the transport frames with.
 const (
-	rdmaVerbsIoctl = 0xc0181b01 // RDMA_VERBS_IOCTL
+	rdmaVerbsIoctl = uapi.RDMA_VERBS_IOCTL
 
-	attrFMandatory   = 1 << 0 // UVERBS_ATTR_F_MANDATORY
-	attrFValidOutput = 1 << 1 // UVERBS_ATTR_F_VALID_OUTPUT
+	attrFMandatory   = uapi.UVERBS_ATTR_F_MANDATORY
+	attrFValidOutput = uapi.UVERBS_ATTR_F_VALID_OUTPUT
 
-	objectDevice      = 0 // UVERBS_OBJECT_DEVICE
-	methodInvokeWrite = 0 // UVERBS_METHOD_INVOKE_WRITE
-	attrCoreIn        = 0 // UVERBS_ATTR_CORE_IN
-	attrCoreOut       = 1 // UVERBS_ATTR_CORE_OUT
-	attrWriteCmd      = 2 // UVERBS_ATTR_WRITE_CMD
+	objectDevice      = uapi.UVERBS_OBJECT_DEVICE
+	methodInvokeWrite = uapi.UVERBS_METHOD_INVOKE_WRITE
+	attrCoreIn        = uapi.UVERBS_ATTR_CORE_IN
+	attrCoreOut       = uapi.UVERBS_ATTR_CORE_OUT
+	attrWriteCmd      = uapi.UVERBS_ATTR_WRITE_CMD
 
-	// UVERBS_ATTR_UHW_IN and UVERBS_ATTR_UHW_OUT
-	AttrUHWIn  = 0x1000
-	AttrUHWOut = 0x1001
+	// AttrUHWIn and AttrUHWOut carry the driver's data (UVERBS_ATTR_UHW_IN/OUT).
+	AttrUHWIn  = uapi.UVERBS_ATTR_UHW_IN
+	AttrUHWOut = uapi.UVERBS_ATTR_UHW_OUT
 
-	cmdFlagExtended = 0x80000000 // IB_USER_VERBS_CMD_FLAG_EXTENDED
-	cmdQueryDevice  = 1          // IB_USER_VERBS_CMD_QUERY_DEVICE
+	cmdFlagExtended = uapi.IB_USER_VERBS_CMD_FLAG_EXTENDED
+	cmdQueryDevice  = uapi.IB_USER_VERBS_CMD_QUERY_DEVICE
 )

@@ -1,0 +1,278 @@
+package kverbs
+
+import (
+	"encoding/binary"
+	"errors"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/transport"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// unsupported reports whether err says the kernel lacks an ioctl method,
+// so the legacy write command should be tried instead.
+func unsupported(err error) bool {
+	return errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
+var ne = binary.NativeEndian
+
+// Context is what GET_CONTEXT returns.
+type Context struct {
+	NumCompVectors uint32
+	// AsyncFD is the async event fd the legacy write GET_CONTEXT returns,
+	// or -1: the ioctl returns none (call AsyncEventAlloc).
+	AsyncFD int
+}
+
+// GetContext creates the ucontext of the fd: by ioctl, or by the legacy
+// write command on kernels without the method (< 5.6). uhwIn is the
+// driver's request; the driver's response is copied into uhwOut.
+func GetContext(c *transport.Conn, uhwIn, uhwOut []byte) (Context, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	cmd.Reset(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_GET_CONTEXT)
+	vec := cmd.Out(uapi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, 4, false)
+	if len(uhwIn) > 0 {
+		copy(cmd.UHWIn(len(uhwIn)), uhwIn)
+	}
+	var uo transport.Handle = -1
+	if len(uhwOut) > 0 {
+		uo = cmd.UHWOut(len(uhwOut))
+	}
+	err := c.Invoke(cmd)
+	if err == nil {
+		ctx := Context{NumCompVectors: 1, AsyncFD: -1}
+		if b := cmd.Output(vec); b != nil {
+			ctx.NumCompVectors = ne.Uint32(b)
+		}
+		if uo >= 0 {
+			copy(uhwOut, cmd.Output(uo))
+		}
+		return ctx, nil
+	}
+	if !unsupported(err) {
+		return Context{}, err
+	}
+	req := cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_GET_CONTEXT, false,
+		transport.SizeOf[uapi.IBUverbsGetContext](), transport.SizeOf[uapi.IBUverbsGetContextResp]())
+	_ = req
+	if len(uhwIn) > 0 {
+		copy(cmd.WriteUHWIn(len(uhwIn)), uhwIn)
+	}
+	var out []byte
+	if len(uhwOut) > 0 {
+		out = cmd.WriteUHWOut(len(uhwOut))
+	}
+	if err := c.Invoke(cmd); err != nil {
+		return Context{}, err
+	}
+	resp := transport.As[uapi.IBUverbsGetContextResp](cmd.CoreOut())
+	copy(uhwOut, out)
+	return Context{NumCompVectors: resp.NumCompVectors, AsyncFD: int(int32(resp.AsyncFD))}, nil
+}
+
+// AsyncEventAlloc creates the context's async event fd (kernel ≥ 5.6).
+func AsyncEventAlloc(c *transport.Conn) (int, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	cmd.Reset(uapi.UVERBS_OBJECT_ASYNC_EVENT, uapi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
+	s := cmd.FDNew(uapi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+	if err := c.Invoke(cmd); err != nil {
+		return -1, err
+	}
+	return cmd.NewFD(s), nil
+}
+
+// AllocPD allocates a protection domain and returns its handle.
+func AllocPD(c *transport.Conn) (uint32, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_ALLOC_PD, false,
+		transport.SizeOf[uapi.IBUverbsAllocPD](), transport.SizeOf[uapi.IBUverbsAllocPDResp]())
+	if err := c.Invoke(cmd); err != nil {
+		return 0, err
+	}
+	return transport.As[uapi.IBUverbsAllocPDResp](cmd.CoreOut()).PDHandle, nil
+}
+
+// destroy runs an object's DESTROY ioctl (handle attr 0), falling back
+// to the legacy write command whose request is just the u32 handle.
+func destroy(c *transport.Conn, object, method uint16, writeCmd uint32, handle uint32) error {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	cmd.Reset(object, method)
+	cmd.IDR(0, handle)
+	err := c.Invoke(cmd)
+	if err == nil || !unsupported(err) {
+		return err
+	}
+	ne.PutUint32(cmd.ResetWrite(writeCmd, false, 4, 0), handle)
+	return c.Invoke(cmd)
+}
+
+// DeallocPD destroys a protection domain.
+func DeallocPD(c *transport.Conn, handle uint32) error {
+	return destroy(c, uapi.UVERBS_OBJECT_PD, uapi.UVERBS_METHOD_PD_DESTROY, uapi.IB_USER_VERBS_CMD_DEALLOC_PD, handle)
+}
+
+// MR is what REG_MR returns.
+type MR struct {
+	Handle, LKey, RKey uint32
+}
+
+// RegMR registers length bytes at addr with the device, seen at iova.
+func RegMR(c *transport.Conn, pd uint32, addr unsafe.Pointer, length, iova uint64, access uint32) (MR, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	req := transport.As[uapi.IBUverbsRegMR](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_REG_MR, false,
+		transport.SizeOf[uapi.IBUverbsRegMR](), transport.SizeOf[uapi.IBUverbsRegMRResp]()))
+	req.Start = uapi.NewPointer(addr)
+	req.Length = length
+	req.HcaVa = iova
+	req.PDHandle = pd
+	req.AccessFlags = access
+	if err := c.Invoke(cmd); err != nil {
+		return MR{}, err
+	}
+	r := transport.As[uapi.IBUverbsRegMRResp](cmd.CoreOut())
+	return MR{Handle: r.MRHandle, LKey: r.Lkey, RKey: r.Rkey}, nil
+}
+
+// DeregMR destroys a memory region.
+func DeregMR(c *transport.Conn, handle uint32) error {
+	return destroy(c, uapi.UVERBS_OBJECT_MR, uapi.UVERBS_METHOD_MR_DESTROY, uapi.IB_USER_VERBS_CMD_DEREG_MR, handle)
+}
+
+// CreateCompChannel creates a completion channel and returns its fd.
+func CreateCompChannel(c *transport.Conn) (int, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, false,
+		transport.SizeOf[uapi.IBUverbsCreateCompChannel](), transport.SizeOf[uapi.IBUverbsCreateCompChannelResp]())
+	if err := c.Invoke(cmd); err != nil {
+		return -1, err
+	}
+	return int(int32(transport.As[uapi.IBUverbsCreateCompChannelResp](cmd.CoreOut()).FD)), nil
+}
+
+// CQReq is what CQ creation takes from the caller.
+type CQReq struct {
+	CQE        uint32
+	UserHandle uint64
+	Channel    int // completion channel fd, or -1
+	Vector     uint32
+	Flags      uint32 // UVERBS_ATTR_CREATE_CQ_FLAGS (ib_uverbs_ex_create_cq_flags); 0 for none
+}
+
+// CQ is what CQ creation returns.
+type CQ struct {
+	Handle uint32
+	CQE    uint32 // the size the kernel made, at least the request
+}
+
+// CreateCQ creates a completion queue with the driver's data: by the
+// CQ_CREATE ioctl, or the legacy CREATE_CQ write on kernels without it.
+func CreateCQ(c *transport.Conn, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	cmd.Reset(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_CREATE)
+	s := cmd.IDRNew(uapi.UVERBS_ATTR_CREATE_CQ_HANDLE)
+	cmd.InU32(uapi.UVERBS_ATTR_CREATE_CQ_CQE, r.CQE)
+	cmd.InU64(uapi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, r.UserHandle)
+	if r.Channel >= 0 {
+		cmd.FD(uapi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, int32(r.Channel))
+	}
+	cmd.InU32(uapi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, r.Vector)
+	if r.Flags != 0 {
+		cmd.Flags32(uapi.UVERBS_ATTR_CREATE_CQ_FLAGS, r.Flags)
+	}
+	cqe := cmd.Out(uapi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, 4, true)
+	if len(uhwIn) > 0 {
+		copy(cmd.UHWIn(len(uhwIn)), uhwIn)
+	}
+	var uo transport.Handle = -1
+	if len(uhwOut) > 0 {
+		uo = cmd.UHWOut(len(uhwOut))
+	}
+	err := c.Invoke(cmd)
+	if err == nil {
+		out := CQ{Handle: cmd.NewHandle(s)}
+		if b := cmd.Output(cqe); b != nil {
+			out.CQE = ne.Uint32(b)
+		}
+		if uo >= 0 {
+			copy(uhwOut, cmd.Output(uo))
+		}
+		return out, nil
+	}
+	if !unsupported(err) || r.Flags != 0 {
+		return CQ{}, err
+	}
+	req := transport.As[uapi.IBUverbsCreateCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_CREATE_CQ, false,
+		transport.SizeOf[uapi.IBUverbsCreateCQ](), transport.SizeOf[uapi.IBUverbsCreateCQResp]()))
+	req.UserHandle = r.UserHandle
+	req.CQE = r.CQE
+	req.CompVector = r.Vector
+	req.CompChannel = int32(r.Channel)
+	if len(uhwIn) > 0 {
+		copy(cmd.WriteUHWIn(len(uhwIn)), uhwIn)
+	}
+	var out []byte
+	if len(uhwOut) > 0 {
+		out = cmd.WriteUHWOut(len(uhwOut))
+	}
+	if err := c.Invoke(cmd); err != nil {
+		return CQ{}, err
+	}
+	resp := transport.As[uapi.IBUverbsCreateCQResp](cmd.CoreOut())
+	copy(uhwOut, out)
+	return CQ{Handle: resp.CQHandle, CQE: resp.CQE}, nil
+}
+
+// Events are the event counts a destroy reports.
+type Events struct {
+	Comp, Async uint32
+}
+
+// DestroyCQ destroys a completion queue and returns how many completion
+// and async events the kernel reported for it: ibv_destroy_cq waits for
+// the application to have acknowledged as many.
+func DestroyCQ(c *transport.Conn, handle uint32) (Events, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	cmd.Reset(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_DESTROY)
+	cmd.IDR(uapi.UVERBS_ATTR_DESTROY_CQ_HANDLE, handle)
+	o := cmd.Out(uapi.UVERBS_ATTR_DESTROY_CQ_RESP, transport.SizeOf[uapi.IBUverbsDestroyCQResp](), true)
+	err := c.Invoke(cmd)
+	if err == nil {
+		r := transport.As[uapi.IBUverbsDestroyCQResp](cmd.Output(o))
+		return Events{Comp: r.CompEventsReported, Async: r.AsyncEventsReported}, nil
+	}
+	if !unsupported(err) {
+		return Events{}, err
+	}
+	req := transport.As[uapi.IBUverbsDestroyCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_DESTROY_CQ, false,
+		transport.SizeOf[uapi.IBUverbsDestroyCQ](), transport.SizeOf[uapi.IBUverbsDestroyCQResp]()))
+	req.CQHandle = handle
+	if err := c.Invoke(cmd); err != nil {
+		return Events{}, err
+	}
+	r := transport.As[uapi.IBUverbsDestroyCQResp](cmd.CoreOut())
+	return Events{Comp: r.CompEventsReported, Async: r.AsyncEventsReported}, nil
+}
+
+// ReqNotifyCQ arms a CQ for its next completion, or its next solicited
+// one. It is on the data path: it allocates nothing, using the caller's
+// cmd, which must not be shared with a concurrent call.
+func ReqNotifyCQ(c *transport.Conn, cmd *transport.Cmd, handle uint32, solicitedOnly bool) error {
+	req := transport.As[uapi.IBUverbsReqNotifyCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, false,
+		transport.SizeOf[uapi.IBUverbsReqNotifyCQ](), 0))
+	req.CQHandle = handle
+	if solicitedOnly {
+		req.SolicitedOnly = 1
+	}
+	return c.Invoke(cmd)
+}

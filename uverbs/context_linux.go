@@ -1,0 +1,143 @@
+package uverbs
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/transport"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// Context is an open RDMA device: the uverbs fd with its kernel ucontext,
+// like libibverbs' struct ibv_context. Everything else is created from a
+// Context and holds it alive.
+//
+// A Context is safe for concurrent use. Close may run while other calls
+// are in flight: it waits for them, and calls after it return an error
+// wrapping ErrClosed.
+type Context struct {
+	dev     Device
+	fd      int
+	conn    *transport.Conn
+	async   *os.File // the async event fd, non-blocking
+	vectors int
+
+	// mu is held for reading by every call that uses fd, and for writing
+	// by Close, so the fd number is never reused under a call.
+	mu      sync.RWMutex
+	closed  atomic.Bool
+	cleanup runtime.Cleanup
+}
+
+// Open opens the RDMA device named name ("rxe0", "mlx5_0").
+func Open(name string) (*Context, error) {
+	d, err := DeviceByName(name)
+	if err != nil {
+		return nil, err
+	}
+	return d.Open()
+}
+
+// supportedDrivers are the drivers goverbs has a provider for.
+var supportedDrivers = map[uint32]string{
+	uapi.RDMA_DRIVER_RXE:  "rxe",
+	uapi.RDMA_DRIVER_MLX5: "mlx5",
+}
+
+// Open opens the device: its uverbs char device, a ucontext on it
+// (GET_CONTEXT, by ioctl or the legacy write command), and an async event
+// fd so that no async event (CQ errors among them) is lost.
+func (d Device) Open() (*Context, error) {
+	fail := func(err error) (*Context, error) { return nil, &OpError{Op: "open", Device: d.Name, Err: err} }
+	if d.DriverID != uapi.RDMA_DRIVER_RXE {
+		name, ok := supportedDrivers[d.DriverID]
+		if !ok {
+			name = fmt.Sprintf("driver id %d", d.DriverID)
+		}
+		return fail(fmt.Errorf("no goverbs provider for %s yet (have: rxe): %w", name, ErrNotSupported))
+	}
+	fd, err := unix.Open(d.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", d.Path, err))
+	}
+	conn := transport.NewConn(fd, d.DriverID)
+	kctx, err := kverbs.GetContext(conn, nil, nil)
+	if err != nil {
+		unix.Close(fd)
+		return fail(fmt.Errorf("get context: %w", err))
+	}
+	asyncFD := kctx.AsyncFD
+	if asyncFD < 0 {
+		if asyncFD, err = kverbs.AsyncEventAlloc(conn); err != nil {
+			unix.Close(fd)
+			return fail(fmt.Errorf("async event alloc: %w", err))
+		}
+	}
+	if err := unix.SetNonblock(asyncFD, true); err != nil {
+		unix.Close(asyncFD)
+		unix.Close(fd)
+		return fail(fmt.Errorf("async fd: %w", err))
+	}
+	c := &Context{
+		dev:     d,
+		fd:      fd,
+		conn:    conn,
+		async:   os.NewFile(uintptr(asyncFD), d.Name+"-async"),
+		vectors: int(kctx.NumCompVectors),
+	}
+	// A forgotten Context closes its fd; the kernel then destroys every
+	// object on it. The argument is the fd alone, never c.
+	c.cleanup = runtime.AddCleanup(c, func(fd int) { unix.Close(fd) }, fd)
+	return c, nil
+}
+
+// Device returns the device the Context was opened on.
+func (c *Context) Device() Device { return c.dev }
+
+// NumCompVectors returns how many completion vectors the device has: a CQ's
+// vector is in [0, NumCompVectors).
+func (c *Context) NumCompVectors() int { return c.vectors }
+
+// use takes the context for a call on its fd; done must follow.
+func (c *Context) use(op string) error {
+	c.mu.RLock()
+	if c.closed.Load() {
+		c.mu.RUnlock()
+		return &OpError{Op: op, Device: c.dev.Name, Err: ErrClosed}
+	}
+	return nil
+}
+
+func (c *Context) done() { c.mu.RUnlock() }
+
+// opErr wraps err as the failure of op on this device.
+func (c *Context) opErr(op string, err error) error {
+	return &OpError{Op: op, Device: c.dev.Name, Err: err}
+}
+
+// Close closes the device. The kernel destroys whatever is still open on
+// it (QPs, CQs, MRs, PDs), so close those first to see their errors. A
+// second Close returns an error wrapping ErrClosed.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Swap(true) {
+		return c.opErr("close", ErrClosed)
+	}
+	c.cleanup.Stop()
+	aerr := c.async.Close()
+	err := unix.Close(c.fd)
+	if err == nil && aerr != nil {
+		err = aerr
+	}
+	if err != nil {
+		return c.opErr("close", err)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package uverbs
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/kverbs"
+)
+
+// PD is a protection domain (ibv_pd). It holds its Context alive.
+// Safe for concurrent use.
+type PD struct {
+	ctx    *Context
+	handle uint32
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+}
+
+// AllocPD allocates a protection domain (ibv_alloc_pd).
+func (c *Context) AllocPD() (*PD, error) {
+	if err := c.use("alloc pd"); err != nil {
+		return nil, err
+	}
+	defer c.done()
+	h, err := kverbs.AllocPD(c.conn)
+	if err != nil {
+		return nil, c.opErr("alloc pd", err)
+	}
+	return &PD{ctx: c, handle: h}, nil
+}
+
+// Context returns the context the PD belongs to.
+func (p *PD) Context() *Context { return p.ctx }
+
+// Handle returns the kernel's handle of the PD.
+func (p *PD) Handle() uint32 { return p.handle }
+
+// Close deallocates the PD (ibv_dealloc_pd). It fails with EBUSY while
+// MRs, QPs or AHs still use it. A second Close returns ErrClosed.
+func (p *PD) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return p.ctx.opErr("dealloc pd", ErrClosed)
+	}
+	if err := p.ctx.use("dealloc pd"); err != nil {
+		return err
+	}
+	defer p.ctx.done()
+	if err := kverbs.DeallocPD(p.ctx.conn, p.handle); err != nil {
+		return p.ctx.opErr("dealloc pd", err)
+	}
+	p.closed = true
+	return nil
+}
+
+// Access is a set of memory access rights (enum ib_uverbs_access_flags).
+type Access uint32
+
+// Access rights of a memory region. Remote write and remote atomic need
+// local write too.
+const (
+	AccessLocalWrite   Access = 1 << 0
+	AccessRemoteWrite  Access = 1 << 1
+	AccessRemoteRead   Access = 1 << 2
+	AccessRemoteAtomic Access = 1 << 3
+	AccessMWBind       Access = 1 << 4
+	AccessZeroBased    Access = 1 << 5
+	AccessOnDemand     Access = 1 << 6
+	AccessHugeTLB      Access = 1 << 7
+	AccessRelaxedOrder Access = 1 << 20
+)
+
+// MR is a registered memory region (ibv_mr): memory the device may access
+// with its keys. It holds its PD and its memory alive.
+type MR struct {
+	pd         *PD
+	handle     uint32
+	lkey, rkey uint32
+	mem        []byte // keeps Go-heap memory alive and unmoved while registered
+	access     Access
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+}
+
+// RegMR registers mem for the device (ibv_reg_mr), at I/O virtual
+// address equal to its address. mem should come from AllocBuffer; Go-heap
+// memory also works under the rules in docs/MEMORY.md: the MR keeps it
+// alive, and the Go heap does not move it.
+func (p *PD) RegMR(mem []byte, access Access) (*MR, error) {
+	const op = "reg mr"
+	if len(mem) == 0 {
+		return nil, p.ctx.opErr(op, fmt.Errorf("empty memory: %w", unix.EINVAL))
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, p.ctx.opErr(op, fmt.Errorf("pd: %w", ErrClosed))
+	}
+	if err := p.ctx.use(op); err != nil {
+		return nil, err
+	}
+	defer p.ctx.done()
+	base := unsafe.Pointer(unsafe.SliceData(mem))
+	addr := uint64(uintptr(base))
+	r, err := kverbs.RegMR(p.ctx.conn, p.handle, base, uint64(len(mem)), addr, uint32(access))
+	runtime.KeepAlive(mem)
+	if err != nil {
+		return nil, p.ctx.opErr(op, fmt.Errorf("%d bytes at %#x, access %#x: %w", len(mem), addr, uint32(access), err))
+	}
+	return &MR{pd: p, handle: r.Handle, lkey: r.LKey, rkey: r.RKey, mem: mem, access: access}, nil
+}
+
+// LKey returns the local key, for scatter/gather entries.
+func (m *MR) LKey() uint32 { return m.lkey }
+
+// RKey returns the remote key, for a peer's RDMA read, write and atomics.
+func (m *MR) RKey() uint32 { return m.rkey }
+
+// Addr returns the address of the registered memory (its I/O virtual address).
+func (m *MR) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(m.mem)))) }
+
+// Bytes returns the registered memory.
+func (m *MR) Bytes() []byte { return m.mem }
+
+// PD returns the protection domain of the MR.
+func (m *MR) PD() *PD { return m.pd }
+
+// Close deregisters the MR (ibv_dereg_mr). A second Close returns ErrClosed.
+func (m *MR) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ctx := m.pd.ctx
+	if m.closed {
+		return ctx.opErr("dereg mr", ErrClosed)
+	}
+	if err := ctx.use("dereg mr"); err != nil {
+		return err
+	}
+	defer ctx.done()
+	if err := kverbs.DeregMR(ctx.conn, m.handle); err != nil {
+		return ctx.opErr("dereg mr", err)
+	}
+	m.closed = true
+	return nil
+}
