@@ -181,6 +181,14 @@ func harness(ctx context.Context, mode string) error {
 		defer os.RemoveAll(work)
 	}
 
+	if mode != "fetch" {
+		unlock, err := lockVMs(cache)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+
 	type outcome struct {
 		name string
 		res  *vmResult
