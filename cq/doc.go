@@ -1,9 +1,17 @@
-// Package cq will implement completion queues: creating and destroying
-// them, polling work completions into caller-owned memory without
-// allocating, arming them for the next or the next solicited completion,
-// and waiting for completion events on a channel that serves many CQs,
-// parked on the Go runtime poller rather than an OS thread, with context
-// cancellation.
+// Package cq implements completion queues: the queues an RDMA device
+// reports finished work requests on, and the completion channels that
+// deliver "this CQ has something" events.
 //
-// It is empty so far.
+// A CQ is created by a device context (uverbs.Context.NewCQ), optionally
+// attached to a [Channel] (uverbs.Context.NewCompChannel), which one or
+// many CQs share; an event names its CQ through a handle table, never a
+// raw pointer.
+//
+// Polling, arming (ReqNotify) and waiting for events on a channel follow
+// with the providers' rings.
+//
+// # Lifetimes
+//
+// Close a CQ before its channel: closing a channel that a CQ still uses
+// fails with EBUSY, as ibv_destroy_comp_channel does.
 package cq

@@ -10,7 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
+	"github.com/goverbs/goverbs/provider/rxe"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -25,7 +27,8 @@ type Context struct {
 	dev     Device
 	fd      int
 	conn    *transport.Conn
-	async   *os.File // the async event fd, non-blocking
+	drv     provider.Context // the provider's side
+	async   *os.File         // the async event fd, non-blocking
 	vectors int
 
 	// mu is held for reading by every call that uses fd, and for writing
@@ -44,9 +47,14 @@ func Open(name string) (*Context, error) {
 	return d.Open()
 }
 
-// supportedDrivers are the drivers goverbs has a provider for.
-var supportedDrivers = map[uint32]string{
-	uapi.RDMA_DRIVER_RXE:  "rxe",
+// providers are the drivers goverbs has a provider for, by driver id:
+// imported directly, so a static binary finds them with no configuration.
+var providers = map[uint32]provider.Driver{
+	uapi.RDMA_DRIVER_RXE: rxe.Driver{},
+}
+
+// driverNames names the drivers goverbs knows but has no provider for yet.
+var driverNames = map[uint32]string{
 	uapi.RDMA_DRIVER_MLX5: "mlx5",
 }
 
@@ -55,8 +63,9 @@ var supportedDrivers = map[uint32]string{
 // fd so that no async event (CQ errors among them) is lost.
 func (d Device) Open() (*Context, error) {
 	fail := func(err error) (*Context, error) { return nil, &OpError{Op: "open", Device: d.Name, Err: err} }
-	if d.DriverID != uapi.RDMA_DRIVER_RXE {
-		name, ok := supportedDrivers[d.DriverID]
+	drv, ok := providers[d.DriverID]
+	if !ok {
+		name, ok := driverNames[d.DriverID]
 		if !ok {
 			name = fmt.Sprintf("driver id %d", d.DriverID)
 		}
@@ -67,7 +76,7 @@ func (d Device) Open() (*Context, error) {
 		return fail(fmt.Errorf("%s: %w", d.Path, err))
 	}
 	conn := transport.NewConn(fd, d.DriverID)
-	kctx, err := kverbs.GetContext(conn, nil, nil)
+	pctx, kctx, err := drv.Open(conn, fd)
 	if err != nil {
 		unix.Close(fd)
 		return fail(fmt.Errorf("get context: %w", err))
@@ -75,11 +84,13 @@ func (d Device) Open() (*Context, error) {
 	asyncFD := kctx.AsyncFD
 	if asyncFD < 0 {
 		if asyncFD, err = kverbs.AsyncEventAlloc(conn); err != nil {
+			pctx.Close()
 			unix.Close(fd)
 			return fail(fmt.Errorf("async event alloc: %w", err))
 		}
 	}
 	if err := unix.SetNonblock(asyncFD, true); err != nil {
+		pctx.Close()
 		unix.Close(asyncFD)
 		unix.Close(fd)
 		return fail(fmt.Errorf("async fd: %w", err))
@@ -88,6 +99,7 @@ func (d Device) Open() (*Context, error) {
 		dev:     d,
 		fd:      fd,
 		conn:    conn,
+		drv:     pctx,
 		async:   os.NewFile(uintptr(asyncFD), d.Name+"-async"),
 		vectors: int(kctx.NumCompVectors),
 	}
@@ -131,10 +143,14 @@ func (c *Context) Close() error {
 		return c.opErr("close", ErrClosed)
 	}
 	c.cleanup.Stop()
+	perr := c.drv.Close()
 	aerr := c.async.Close()
 	err := unix.Close(c.fd)
 	if err == nil && aerr != nil {
 		err = aerr
+	}
+	if err == nil && perr != nil {
+		err = perr
 	}
 	if err != nil {
 		return c.opErr("close", err)

@@ -59,23 +59,6 @@ func (p *PD) Close() error {
 	return nil
 }
 
-// Access is a set of memory access rights (enum ib_uverbs_access_flags).
-type Access uint32
-
-// Access rights of a memory region. Remote write and remote atomic need
-// local write too.
-const (
-	AccessLocalWrite   Access = 1 << 0
-	AccessRemoteWrite  Access = 1 << 1
-	AccessRemoteRead   Access = 1 << 2
-	AccessRemoteAtomic Access = 1 << 3
-	AccessMWBind       Access = 1 << 4
-	AccessZeroBased    Access = 1 << 5
-	AccessOnDemand     Access = 1 << 6
-	AccessHugeTLB      Access = 1 << 7
-	AccessRelaxedOrder Access = 1 << 20
-)
-
 // MR is a registered memory region (ibv_mr): memory the device may access
 // with its keys. It holds its PD and its memory alive.
 type MR struct {

@@ -103,11 +103,12 @@ func AllocPD(c *transport.Conn) (uint32, error) {
 func destroy(c *transport.Conn, object, method uint16, writeCmd uint32, handle uint32) error {
 	cmd := getCmd()
 	defer putCmd(cmd)
-	cmd.Reset(object, method)
-	cmd.IDR(0, handle)
-	err := c.Invoke(cmd)
-	if err == nil || !unsupported(err) {
+	if ok, err := c.Supports(object, method); err != nil {
 		return err
+	} else if ok {
+		cmd.Reset(object, method)
+		cmd.IDR(0, handle)
+		return c.Invoke(cmd)
 	}
 	ne.PutUint32(cmd.ResetWrite(writeCmd, false, 4, 0), handle)
 	return c.Invoke(cmd)
@@ -178,6 +179,13 @@ type CQ struct {
 func CreateCQ(c *transport.Conn, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
 	cmd := getCmd()
 	defer putCmd(cmd)
+	ok, err := c.Supports(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_CREATE)
+	if err != nil {
+		return CQ{}, err
+	}
+	if !ok {
+		return createCQWrite(c, cmd, r, uhwIn, uhwOut)
+	}
 	cmd.Reset(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_CREATE)
 	s := cmd.IDRNew(uapi.UVERBS_ATTR_CREATE_CQ_HANDLE)
 	cmd.InU32(uapi.UVERBS_ATTR_CREATE_CQ_CQE, r.CQE)
@@ -197,19 +205,23 @@ func CreateCQ(c *transport.Conn, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
 	if len(uhwOut) > 0 {
 		uo = cmd.UHWOut(len(uhwOut))
 	}
-	err := c.Invoke(cmd)
-	if err == nil {
-		out := CQ{Handle: cmd.NewHandle(s)}
-		if b := cmd.Output(cqe); b != nil {
-			out.CQE = ne.Uint32(b)
-		}
-		if uo >= 0 {
-			copy(uhwOut, cmd.Output(uo))
-		}
-		return out, nil
-	}
-	if !unsupported(err) || r.Flags != 0 {
+	if err := c.Invoke(cmd); err != nil {
 		return CQ{}, err
+	}
+	out := CQ{Handle: cmd.NewHandle(s)}
+	if b := cmd.Output(cqe); b != nil {
+		out.CQE = ne.Uint32(b)
+	}
+	if uo >= 0 {
+		copy(uhwOut, cmd.Output(uo))
+	}
+	return out, nil
+}
+
+// createCQWrite is CreateCQ by the legacy CREATE_CQ write command.
+func createCQWrite(c *transport.Conn, cmd *transport.Cmd, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
+	if r.Flags != 0 {
+		return CQ{}, unix.EOPNOTSUPP
 	}
 	req := transport.As[uapi.IBUverbsCreateCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_CREATE_CQ, false,
 		transport.SizeOf[uapi.IBUverbsCreateCQ](), transport.SizeOf[uapi.IBUverbsCreateCQResp]()))
@@ -243,16 +255,17 @@ type Events struct {
 func DestroyCQ(c *transport.Conn, handle uint32) (Events, error) {
 	cmd := getCmd()
 	defer putCmd(cmd)
-	cmd.Reset(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_DESTROY)
-	cmd.IDR(uapi.UVERBS_ATTR_DESTROY_CQ_HANDLE, handle)
-	o := cmd.Out(uapi.UVERBS_ATTR_DESTROY_CQ_RESP, transport.SizeOf[uapi.IBUverbsDestroyCQResp](), true)
-	err := c.Invoke(cmd)
-	if err == nil {
+	if ok, err := c.Supports(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_DESTROY); err != nil {
+		return Events{}, err
+	} else if ok {
+		cmd.Reset(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_DESTROY)
+		cmd.IDR(uapi.UVERBS_ATTR_DESTROY_CQ_HANDLE, handle)
+		o := cmd.Out(uapi.UVERBS_ATTR_DESTROY_CQ_RESP, transport.SizeOf[uapi.IBUverbsDestroyCQResp](), true)
+		if err := c.Invoke(cmd); err != nil {
+			return Events{}, err
+		}
 		r := transport.As[uapi.IBUverbsDestroyCQResp](cmd.Output(o))
 		return Events{Comp: r.CompEventsReported, Async: r.AsyncEventsReported}, nil
-	}
-	if !unsupported(err) {
-		return Events{}, err
 	}
 	req := transport.As[uapi.IBUverbsDestroyCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_DESTROY_CQ, false,
 		transport.SizeOf[uapi.IBUverbsDestroyCQ](), transport.SizeOf[uapi.IBUverbsDestroyCQResp]()))

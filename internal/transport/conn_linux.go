@@ -68,7 +68,10 @@ func (c *Conn) UsesInvokeWrite() bool {
 // Supports reports whether the kernel has the ioctl method, probing once:
 // the method is called with no attributes, and EINVAL (mandatory
 // attributes missing) means it exists, EPROTONOSUPPORT or ENOTTY that it
-// does not. Nothing is created. Inconclusive answers are not cached.
+// does not. Nothing is created, provided the method has a mandatory
+// attribute: never probe one whose attributes are all optional
+// (GET_CONTEXT), since the probe would run it. Inconclusive answers are
+// not cached.
 func (c *Conn) Supports(object, method uint16) (bool, error) {
 	key := uint32(object)<<16 | uint32(method)
 	c.mu.RLock()

@@ -1,0 +1,146 @@
+package cq
+
+import (
+	"fmt"
+	"sync"
+
+	"syscall"
+)
+
+// Backend is the kernel and provider side of one CQ, made by the device
+// context: uverbs implements it, the user never sees it.
+type Backend interface {
+	// Handle is the kernel's handle of the CQ.
+	Handle() uint32
+	// Size is the number of CQEs the CQ holds, at least the size asked for.
+	Size() int
+	// Destroy destroys the CQ in the kernel and releases the provider's
+	// ring, returning how many completion and async events the kernel
+	// reported for it.
+	Destroy() (compEvents, asyncEvents uint32, err error)
+}
+
+// Request is what a Backend is created from.
+type Request struct {
+	Size       int
+	ChannelFD  int // -1 for none
+	Vector     int
+	UserHandle uint64 // the key events carry back
+}
+
+// Config holds the options of a new CQ.
+type Config struct {
+	Channel   *Channel
+	Vector    int
+	UserValue uint64
+}
+
+// Option sets an option of a new CQ.
+type Option func(*Config)
+
+// WithChannel attaches the CQ to a completion channel, which then receives
+// its events once it is armed.
+func WithChannel(ch *Channel) Option { return func(c *Config) { c.Channel = ch } }
+
+// WithVector picks the completion vector (the interrupt the device raises
+// events on), in [0, uverbs.Context.NumCompVectors).
+func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
+
+// WithUserValue stores a value of the caller's with the CQ (the cq_context
+// of ibv_create_cq); UserValue returns it.
+func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v } }
+
+// CQ is a completion queue (ibv_cq). Safe for concurrent use; Close may
+// race with nothing but itself.
+type CQ struct {
+	be   Backend
+	cfg  Config
+	dev  string
+	user uint64
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+}
+
+// handles hands out the user handles that CQ events carry: a counter, so
+// an event names its CQ by a key into a table, never by a pointer.
+var handles struct {
+	sync.Mutex
+	next uint64
+}
+
+func nextHandle() uint64 {
+	handles.Lock()
+	defer handles.Unlock()
+	handles.next++
+	return handles.next
+}
+
+// New creates a CQ of at least size entries through create, which makes
+// the kernel object (uverbs.Context.NewCQ passes its own). dev names the
+// device in errors.
+func New(dev string, size int, create func(Request) (Backend, error), opts ...Option) (*CQ, error) {
+	const op = "create cq"
+	var cfg Config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if size < 1 {
+		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("size %d, want at least 1: %w", size, syscall.EINVAL)}
+	}
+	if cfg.Vector < 0 {
+		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("completion vector %d: %w", cfg.Vector, syscall.EINVAL)}
+	}
+	req := Request{Size: size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: nextHandle()}
+	if ch := cfg.Channel; ch != nil {
+		if err := ch.attach(); err != nil {
+			return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("comp channel: %w", err)}
+		}
+		req.ChannelFD = ch.FD()
+	}
+	be, err := create(req)
+	if err != nil {
+		if cfg.Channel != nil {
+			cfg.Channel.detach()
+		}
+		return nil, err
+	}
+	return &CQ{be: be, cfg: cfg, dev: dev, user: req.UserHandle}, nil
+}
+
+// Size returns how many completions the CQ holds: at least the size asked
+// for (ibv_cq.cqe).
+func (c *CQ) Size() int { return c.be.Size() }
+
+// UserValue returns the value given by WithUserValue.
+func (c *CQ) UserValue() uint64 { return c.cfg.UserValue }
+
+// Channel returns the completion channel the CQ is attached to, or nil.
+func (c *CQ) Channel() *Channel { return c.cfg.Channel }
+
+// Vector returns the CQ's completion vector.
+func (c *CQ) Vector() int { return c.cfg.Vector }
+
+// Backend returns what created the CQ (uverbs' side of it), for uverbs.
+func (c *CQ) Backend() Backend { return c.be }
+
+// Handle returns the kernel's handle of the CQ, for QP creation.
+func (c *CQ) Handle() uint32 { return c.be.Handle() }
+
+// Close destroys the CQ (ibv_destroy_cq). It fails with EBUSY while a QP
+// uses it, and with ErrClosed the second time.
+func (c *CQ) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return &OpError{Op: "destroy cq", Device: c.dev, Err: ErrClosed}
+	}
+	if _, _, err := c.be.Destroy(); err != nil {
+		return err
+	}
+	c.closed = true
+	if c.cfg.Channel != nil {
+		c.cfg.Channel.detach()
+	}
+	return nil
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cq
+
+func setNonblock(int, bool) error { return ErrNotSupported }
+
+func closeFD(int) {}

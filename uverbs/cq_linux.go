@@ -1,0 +1,80 @@
+package uverbs
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+)
+
+// NewCompChannel creates a completion channel (ibv_create_comp_channel),
+// which one or many CQs can report their events to.
+func (c *Context) NewCompChannel() (*cq.Channel, error) {
+	const op = "create comp channel"
+	if err := c.use(op); err != nil {
+		return nil, err
+	}
+	defer c.done()
+	fd, err := kverbs.CreateCompChannel(c.conn)
+	if err != nil {
+		return nil, c.opErr(op, err)
+	}
+	return cq.NewChannel(fd, c.dev.Name)
+}
+
+// NewCQ creates a completion queue of at least size entries
+// (ibv_create_cq), with options cq.WithChannel, cq.WithVector and
+// cq.WithUserValue.
+func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
+	return cq.New(c.dev.Name, size, func(r cq.Request) (cq.Backend, error) {
+		const op = "create cq"
+		if r.Vector >= c.vectors {
+			return nil, c.opErr(op, fmt.Errorf("completion vector %d out of range [0, %d): %w", r.Vector, c.vectors, unix.EINVAL))
+		}
+		if err := c.use(op); err != nil {
+			return nil, err
+		}
+		defer c.done()
+		pcq, err := c.drv.CreateCQ(kverbs.CQReq{
+			CQE:        uint32(min(r.Size, 1<<31-1)),
+			UserHandle: r.UserHandle,
+			Channel:    r.ChannelFD,
+			Vector:     uint32(r.Vector),
+		})
+		if err != nil {
+			return nil, c.opErr(op, fmt.Errorf("%d entries: %w", r.Size, err))
+		}
+		return &cqBackend{ctx: c, p: pcq}, nil
+	}, opts...)
+}
+
+// cqBackend joins a cq.CQ to its context and provider.
+type cqBackend struct {
+	ctx *Context
+	p   provider.CQ
+}
+
+func (b *cqBackend) Handle() uint32 { return b.p.Handle() }
+func (b *cqBackend) Size() int      { return b.p.Size() }
+
+func (b *cqBackend) Destroy() (uint32, uint32, error) {
+	const op = "destroy cq"
+	if err := b.ctx.use(op); err != nil {
+		return 0, 0, err
+	}
+	defer b.ctx.done()
+	ev, err := b.p.Destroy()
+	if err != nil {
+		return 0, 0, b.ctx.opErr(op, err)
+	}
+	return ev.Comp, ev.Async, nil
+}
+
+// backendOf returns the context-side backend of a CQ made by NewCQ.
+func backendOf(q *cq.CQ) (*cqBackend, bool) {
+	b, ok := q.Backend().(*cqBackend)
+	return b, ok
+}

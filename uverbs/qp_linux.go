@@ -1,0 +1,290 @@
+package uverbs
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// QPConfig describes a new queue pair (struct ibv_qp_init_attr).
+type QPConfig struct {
+	Type           QPType
+	SendCQ, RecvCQ *cq.CQ
+	Cap            QPCap
+	// SigAll makes every send request complete with a CQE, not only the
+	// ones flagged signaled.
+	SigAll bool
+	// UserValue is a value of the caller's, reported with the QP's async
+	// events.
+	UserValue uint64
+}
+
+// QP is a queue pair (ibv_qp). It holds its PD and CQs alive.
+// Safe for concurrent use.
+type QP struct {
+	pd             *PD
+	p              provider.QP
+	typ            QPType
+	sendCQ, recvCQ *cq.CQ
+	user           uint64
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+}
+
+// NewQP creates a queue pair in the PD (ibv_create_qp). Its CQs must come
+// from the same Context.
+func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
+	const op = "create qp"
+	ctx := p.ctx
+	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
+		return nil, ctx.opErr(op, fmt.Errorf("a send CQ and a receive CQ are required: %w", unix.EINVAL))
+	}
+	switch cfg.Type {
+	case RC, UC, UD:
+	default:
+		return nil, ctx.opErr(op, fmt.Errorf("QP type %v: %w", cfg.Type, unix.EINVAL))
+	}
+	for _, q := range []*cq.CQ{cfg.SendCQ, cfg.RecvCQ} {
+		if b, ok := backendOf(q); !ok || b.ctx != ctx {
+			return nil, ctx.opErr(op, fmt.Errorf("a CQ from another context: %w", unix.EINVAL))
+		}
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ctx.opErr(op, fmt.Errorf("pd: %w", ErrClosed))
+	}
+	if err := ctx.use(op); err != nil {
+		return nil, err
+	}
+	defer ctx.done()
+	pq, err := ctx.drv.CreateQP(kverbs.QPReq{
+		PD:         p.handle,
+		SendCQ:     cfg.SendCQ.Handle(),
+		RecvCQ:     cfg.RecvCQ.Handle(),
+		UserHandle: cfg.UserValue,
+		Type:       uint8(cfg.Type),
+		SigAll:     cfg.SigAll,
+		Cap: kverbs.QPCap{
+			MaxSendWR: cfg.Cap.MaxSendWR, MaxRecvWR: cfg.Cap.MaxRecvWR,
+			MaxSendSGE: cfg.Cap.MaxSendSGE, MaxRecvSGE: cfg.Cap.MaxRecvSGE,
+			MaxInlineData: cfg.Cap.MaxInlineData,
+		},
+	})
+	if err != nil {
+		return nil, ctx.opErr(op, fmt.Errorf("%v QP, cap %+v: %w", cfg.Type, cfg.Cap, err))
+	}
+	return &QP{pd: p, p: pq, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, user: cfg.UserValue}, nil
+}
+
+// QPN returns the QP number, which peers address.
+func (q *QP) QPN() uint32 { return q.p.QPN() }
+
+// Type returns the QP's transport type.
+func (q *QP) Type() QPType { return q.typ }
+
+// Cap returns the queue sizes the kernel made: at least those asked for.
+func (q *QP) Cap() QPCap {
+	c := q.p.Cap()
+	return QPCap{c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData}
+}
+
+// PD returns the QP's protection domain.
+func (q *QP) PD() *PD { return q.pd }
+
+func (q *QP) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+// Modify changes the attributes of the QP that mask selects
+// (ibv_modify_qp): the state machine RESET → INIT → RTR → RTS, with the
+// attributes each transition needs (see the QPAttr fields).
+func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	const op = "modify qp"
+	ctx := q.pd.ctx
+	if attr == nil || mask == 0 || mask&^qpAttrAll != 0 {
+		return ctx.opErr(op, fmt.Errorf("attribute mask %#x: %w", uint32(mask), unix.EINVAL))
+	}
+	if q.isClosed() {
+		return ctx.opErr(op, ErrClosed)
+	}
+	if err := ctx.use(op); err != nil {
+		return err
+	}
+	defer ctx.done()
+	m := uapi.IBUverbsModifyQP{
+		Dest:            qpDest(&attr.AH),
+		QPHandle:        q.p.Handle(),
+		AttrMask:        uint32(mask),
+		Qkey:            attr.QKey,
+		RqPSN:           attr.RQPSN,
+		SqPSN:           attr.SQPSN,
+		DestQPNum:       attr.DestQPN,
+		QPAccessFlags:   uint32(attr.AccessFlags),
+		PkeyIndex:       attr.PKeyIndex,
+		QPState:         uint8(attr.State),
+		CurQPState:      uint8(attr.CurState),
+		PathMTU:         uint8(attr.PathMTU),
+		MaxRdAtomic:     attr.MaxRdAtomic,
+		MaxDestRdAtomic: attr.MaxDestRdAtomic,
+		MinRnrTimer:     attr.MinRNRTimer,
+		PortNum:         attr.Port,
+		Timeout:         attr.Timeout,
+		RetryCnt:        attr.RetryCnt,
+		RnrRetry:        attr.RNRRetry,
+	}
+	if err := kverbs.ModifyQP(ctx.conn, &m); err != nil {
+		return ctx.opErr(op, fmt.Errorf("to %v (mask %#x): %w", attr.State, uint32(mask), err))
+	}
+	return nil
+}
+
+func qpDest(a *AHAttr) uapi.IBUverbsQPDest {
+	d := uapi.IBUverbsQPDest{
+		Dgid:         a.GRH.DGID,
+		FlowLabel:    a.GRH.FlowLabel,
+		Dlid:         a.DLID,
+		SgidIndex:    a.GRH.SGIDIndex,
+		HopLimit:     a.GRH.HopLimit,
+		TrafficClass: a.GRH.TrafficClass,
+		Sl:           a.SL,
+		SrcPathBits:  a.SrcPathBits,
+		StaticRate:   a.StaticRate,
+		PortNum:      a.Port,
+	}
+	if a.IsGlobal {
+		d.IsGlobal = 1
+	}
+	return d
+}
+
+// Query returns the QP's attributes (ibv_query_qp); mask says which the
+// caller needs (the kernel may fill more).
+func (q *QP) Query(mask QPAttrMask) (QPAttr, error) {
+	const op = "query qp"
+	ctx := q.pd.ctx
+	if q.isClosed() {
+		return QPAttr{}, ctx.opErr(op, ErrClosed)
+	}
+	if err := ctx.use(op); err != nil {
+		return QPAttr{}, err
+	}
+	defer ctx.done()
+	r, err := kverbs.QueryQP(ctx.conn, q.p.Handle(), uint32(mask))
+	if err != nil {
+		return QPAttr{}, ctx.opErr(op, err)
+	}
+	return QPAttr{
+		State:           QPState(r.QPState),
+		CurState:        QPState(r.CurQPState),
+		PathMTU:         MTU(r.PathMTU),
+		QKey:            r.Qkey,
+		RQPSN:           r.RqPSN,
+		SQPSN:           r.SqPSN,
+		DestQPN:         r.DestQPNum,
+		AccessFlags:     Access(r.QPAccessFlags),
+		Cap:             QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData},
+		AH:              ahAttr(&r.Dest),
+		PKeyIndex:       r.PkeyIndex,
+		SQDraining:      r.SqDraining != 0,
+		MaxRdAtomic:     r.MaxRdAtomic,
+		MaxDestRdAtomic: r.MaxDestRdAtomic,
+		MinRNRTimer:     r.MinRnrTimer,
+		Port:            r.PortNum,
+		Timeout:         r.Timeout,
+		RetryCnt:        r.RetryCnt,
+		RNRRetry:        r.RnrRetry,
+	}, nil
+}
+
+func ahAttr(d *uapi.IBUverbsQPDest) AHAttr {
+	return AHAttr{
+		GRH: GlobalRoute{DGID: d.Dgid, FlowLabel: d.FlowLabel, SGIDIndex: d.SgidIndex,
+			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass},
+		DLID: d.Dlid, SL: d.Sl, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
+		IsGlobal: d.IsGlobal != 0, Port: d.PortNum,
+	}
+}
+
+// Close destroys the QP (ibv_destroy_qp). A second Close returns ErrClosed.
+func (q *QP) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ctx := q.pd.ctx
+	if q.closed {
+		return ctx.opErr("destroy qp", ErrClosed)
+	}
+	if err := ctx.use("destroy qp"); err != nil {
+		return err
+	}
+	defer ctx.done()
+	if _, err := q.p.Destroy(); err != nil {
+		return ctx.opErr("destroy qp", err)
+	}
+	q.closed = true
+	return nil
+}
+
+// AH is an address handle (ibv_ah): a remote destination for UD sends.
+type AH struct {
+	pd *PD
+	p  provider.AH
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+}
+
+// NewAH creates an address handle (ibv_create_ah). On RoCE the attribute
+// must be global (IsGlobal, with the destination GID and a source GID index).
+func (p *PD) NewAH(attr AHAttr) (*AH, error) {
+	const op = "create ah"
+	ctx := p.ctx
+	if attr.Port == 0 {
+		return nil, ctx.opErr(op, fmt.Errorf("port 0: %w", unix.EINVAL))
+	}
+	if err := ctx.use(op); err != nil {
+		return nil, err
+	}
+	defer ctx.done()
+	d := qpDest(&attr)
+	k := uapi.IBUverbsAHAttr{
+		Grh: uapi.IBUverbsGlobalRoute{Dgid: d.Dgid, FlowLabel: d.FlowLabel, SgidIndex: d.SgidIndex,
+			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass},
+		Dlid: d.Dlid, Sl: d.Sl, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
+		IsGlobal: d.IsGlobal, PortNum: d.PortNum,
+	}
+	a, err := ctx.drv.CreateAH(p.handle, 0, &k)
+	if err != nil {
+		return nil, ctx.opErr(op, err)
+	}
+	return &AH{pd: p, p: a}, nil
+}
+
+// Close destroys the address handle (ibv_destroy_ah).
+func (a *AH) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ctx := a.pd.ctx
+	if a.closed {
+		return ctx.opErr("destroy ah", ErrClosed)
+	}
+	if err := ctx.use("destroy ah"); err != nil {
+		return err
+	}
+	defer ctx.done()
+	if err := a.p.Destroy(); err != nil {
+		return ctx.opErr("destroy ah", err)
+	}
+	a.closed = true
+	return nil
+}

@@ -1,0 +1,197 @@
+package uverbs_test
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// sysfsGID reads GID index i of rxe0's port 1.
+func sysfsGID(t *testing.T, i int) uverbs.GID {
+	t.Helper()
+	b, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/gids/" + string(rune('0'+i)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := net.ParseIP(strings.TrimSpace(string(b)))
+	if ip == nil {
+		t.Fatalf("GID %d: %q", i, b)
+	}
+	var g uverbs.GID
+	copy(g[:], ip.To16())
+	return g
+}
+
+type qpEnv struct {
+	ctx *uverbs.Context
+	pd  *uverbs.PD
+	cq  *cq.CQ
+}
+
+func newQPEnv(t *testing.T) *qpEnv {
+	c := openRXE(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := c.NewCQ(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close(); pd.Close() })
+	return &qpEnv{ctx: c, pd: pd, cq: q}
+}
+
+func (e *qpEnv) qp(t *testing.T, typ uverbs.QPType) *uverbs.QP {
+	t.Helper()
+	qp, err := e.pd.NewQP(uverbs.QPConfig{Type: typ, SendCQ: e.cq, RecvCQ: e.cq,
+		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qp.Close() })
+	return qp
+}
+
+func mustModify(t *testing.T, qp *uverbs.QP, a uverbs.QPAttr, m uverbs.QPAttrMask) {
+	t.Helper()
+	if err := qp.Modify(&a, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := qp.Query(uverbs.QPAttrState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != a.State {
+		t.Fatalf("QP %d is %v after modify to %v", qp.QPN(), got.State, a.State)
+	}
+}
+
+// Two RC QPs connected to each other in loopback over GID index 1 (RoCE
+// v2 on rxe) reach RTS, with every attribute a RoCE v2 connection needs.
+func TestRCLoopbackToRTS(t *testing.T) {
+	e := newQPEnv(t)
+	testutil.CheckFDLeak(t)
+	a, b := e.qp(t, uverbs.RC), e.qp(t, uverbs.RC)
+	if a.QPN() == b.QPN() || a.QPN() == 0 {
+		t.Fatalf("QPNs %d %d", a.QPN(), b.QPN())
+	}
+	if c := a.Cap(); c.MaxSendWR < 16 || c.MaxRecvWR < 16 || c.MaxInlineData < 64 {
+		t.Errorf("cap %+v smaller than asked", c)
+	}
+	gid := sysfsGID(t, 1)
+	const psnA, psnB = 0x123, 0x456
+	for _, p := range []struct {
+		qp           *uverbs.QP
+		remote       uint32
+		rqPSN, sqPSN uint32
+	}{{a, b.QPN(), psnB, psnA}, {b, a.QPN(), psnA, psnB}} {
+		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPInit, PKeyIndex: 0, Port: 1,
+			AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite},
+			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
+		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: 3 /* 1024 */, DestQPN: p.remote,
+			RQPSN: p.rqPSN, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
+			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
+				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
+		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: p.sqPSN, Timeout: 14, RetryCnt: 7,
+			RNRRetry: 7, MaxRdAtomic: 1},
+			uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
+				uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
+	}
+	got, err := a.Query(uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrDestQPN | uverbs.QPAttrSQPSN | uverbs.QPAttrPathMTU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DestQPN != b.QPN() || got.SQPSN != psnA || got.RQPSN != psnB || got.PathMTU != 3 ||
+		got.AH.GRH.DGID != gid || got.AH.GRH.SGIDIndex != 1 || got.Timeout != 14 || got.RetryCnt != 7 {
+		t.Errorf("query after RTS = %+v", got)
+	}
+	// A CQ a QP still uses cannot be destroyed.
+	if err := e.cq.Close(); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("closing a CQ in use: err = %v, want EBUSY", err)
+	} else {
+		t.Log(err)
+	}
+}
+
+func TestUDToRTS(t *testing.T) {
+	e := newQPEnv(t)
+	qp := e.qp(t, uverbs.UD)
+	mustModify(t, qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: 0x11111111},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey)
+	mustModify(t, qp, uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState)
+	mustModify(t, qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 7}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
+	ah, err := e.pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1,
+		GRH: uverbs.GlobalRoute{DGID: sysfsGID(t, 1), SGIDIndex: 1, HopLimit: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ah.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ah.Close(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("second AH Close: %v", err)
+	}
+}
+
+func TestQPBadInput(t *testing.T) {
+	e := newQPEnv(t)
+	testutil.CheckFDLeak(t)
+	other := openRXE(t)
+	foreign, err := other.NewCQ(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Close()
+	for _, tt := range []struct {
+		name string
+		cfg  uverbs.QPConfig
+	}{
+		{"no CQs", uverbs.QPConfig{Type: uverbs.RC}},
+		{"a CQ from another context", uverbs.QPConfig{Type: uverbs.RC, SendCQ: foreign, RecvCQ: e.cq}},
+		{"bad type", uverbs.QPConfig{Type: 9, SendCQ: e.cq, RecvCQ: e.cq}},
+		{"too many WRs", uverbs.QPConfig{Type: uverbs.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: uverbs.QPCap{MaxSendWR: 1 << 30}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			qp, err := e.pd.NewQP(tt.cfg)
+			if err == nil {
+				qp.Close()
+				t.Fatal("accepted")
+			}
+			var op *uverbs.OpError
+			if !errors.Is(err, unix.EINVAL) || !errors.As(err, &op) || op.Op != "create qp" {
+				t.Errorf("err = %v, want a create qp *OpError wrapping EINVAL", err)
+			}
+			t.Log(err)
+		})
+	}
+	qp := e.qp(t, uverbs.RC)
+	// RESET → RTS skips states: the kernel refuses.
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPRTS}, uverbs.QPAttrState); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("RESET → RTS: err = %v, want EINVAL", err)
+	}
+	if err := qp.Modify(&uverbs.QPAttr{}, 0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("empty mask: err = %v, want EINVAL", err)
+	}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: 7}, uverbs.QPAttrState|uverbs.QPAttrPort|uverbs.QPAttrPKeyIndex|uverbs.QPAttrAccessFlags); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("bad port: err = %v, want EINVAL", err)
+	}
+	if err := qp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.Close(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("second QP Close: %v", err)
+	}
+	if _, err := qp.Query(uverbs.QPAttrState); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Query after Close: %v", err)
+	}
+}
