@@ -38,6 +38,10 @@ type Context struct {
 	cleanup runtime.Cleanup
 }
 
+// testConnHook, set by tests only, adjusts a new Context's transport
+// (to act as an older kernel).
+var testConnHook func(*transport.Conn)
+
 // Open opens the RDMA device named name ("rxe0", "mlx5_0").
 func Open(name string) (*Context, error) {
 	d, err := DeviceByName(name)
@@ -76,6 +80,9 @@ func (d Device) Open() (*Context, error) {
 		return fail(fmt.Errorf("%s: %w", d.Path, err))
 	}
 	conn := transport.NewConn(fd, d.DriverID)
+	if testConnHook != nil {
+		testConnHook(conn)
+	}
 	pctx, kctx, err := drv.Open(conn, fd)
 	if err != nil {
 		unix.Close(fd)

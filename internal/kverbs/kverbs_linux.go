@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/transport"
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -81,6 +82,9 @@ func AsyncEventAlloc(c *transport.Conn) (int, error) {
 	cmd.Reset(uapi.UVERBS_OBJECT_ASYNC_EVENT, uapi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
 	s := cmd.FDNew(uapi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 	if err := c.Invoke(cmd); err != nil {
+		if unsupported(err) {
+			return -1, errs.NewUnsupported("ASYNC_EVENT_ALLOC ioctl", "5.6", err)
+		}
 		return -1, err
 	}
 	return cmd.NewFD(s), nil
@@ -221,7 +225,7 @@ func CreateCQ(c *transport.Conn, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
 // createCQWrite is CreateCQ by the legacy CREATE_CQ write command.
 func createCQWrite(c *transport.Conn, cmd *transport.Cmd, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
 	if r.Flags != 0 {
-		return CQ{}, unix.EOPNOTSUPP
+		return CQ{}, errs.NewUnsupported("CQ_CREATE ioctl (needed for CQ flags)", "4.17", unix.EOPNOTSUPP)
 	}
 	req := transport.As[uapi.IBUverbsCreateCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_CREATE_CQ, false,
 		transport.SizeOf[uapi.IBUverbsCreateCQ](), transport.SizeOf[uapi.IBUverbsCreateCQResp]()))

@@ -24,6 +24,34 @@ type Conn struct {
 
 	mu     sync.RWMutex
 	probes map[uint32]bool // guarded by mu: object<<16|method -> supported
+	hidden map[uint32]bool // guarded by mu: methods Hide pretends are missing
+	hides  atomic.Bool     // any hidden: checked before taking mu
+}
+
+// Hide makes the Conn act as if the kernel lacked an ioctl method: calls
+// of it fail with EPROTONOSUPPORT without reaching the kernel, as on an
+// older kernel. For tests of the fallback paths.
+func (c *Conn) Hide(object, method uint16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hidden == nil {
+		c.hidden = map[uint32]bool{}
+	}
+	c.hidden[uint32(object)<<16|uint32(method)] = true
+	delete(c.probes, uint32(object)<<16|uint32(method))
+	c.hides.Store(true)
+	if object == objectDevice && method == methodInvokeWrite {
+		c.invokeWrite.Store(2)
+	}
+}
+
+func (c *Conn) isHidden(object, method uint16) bool {
+	if !c.hides.Load() {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.hidden[uint32(object)<<16|uint32(method)]
 }
 
 // NewConn returns a Conn for fd, stamping driverID (enum rdma_driver_id)
@@ -128,6 +156,9 @@ func (c *Conn) WriteRaw(cmd *Cmd) error {
 }
 
 func (c *Conn) ioctl(cmd *Cmd) error {
+	if c.isHidden(cmd.hdr.objectID, cmd.hdr.methodID) {
+		return unix.EPROTONOSUPPORT
+	}
 	cmd.hdr.length = uint16(unsafe.Sizeof(cmd.hdr)) + cmd.hdr.numAttrs*uint16(unsafe.Sizeof(attr{}))
 	cmd.hdr.driverID = c.driverID
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&cmd.hdr)))
