@@ -135,12 +135,28 @@ func TestPDAndMR(t *testing.T) {
 
 func TestRegMRBadInput(t *testing.T) {
 	c := openRXE(t)
+	testutil.CheckFDLeak(t)
 	pd, err := c.AllocPD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pd.Close()
 	mem := make([]byte, 4096)
+	// Memory that is no longer mapped: the kernel cannot pin it.
+	gone, err := uverbs.AllocBuffer(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmapped := gone.Bytes()
+	gone.Close()
+	if mr, err := pd.RegMR(unmapped, uverbs.AccessLocalWrite); err == nil {
+		mr.Close()
+		t.Error("RegMR over unmapped memory succeeded")
+	} else if !errors.Is(err, unix.EFAULT) {
+		t.Errorf("RegMR over unmapped memory: err = %v, want EFAULT", err)
+	} else {
+		t.Log(err)
+	}
 	for _, tt := range []struct {
 		name   string
 		mem    []byte
