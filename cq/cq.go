@@ -14,6 +14,12 @@ type Backend interface {
 	Handle() uint32
 	// Size is the number of CQEs the CQ holds, at least the size asked for.
 	Size() int
+	// Poll moves up to len(wcs) completions into wcs and returns how many.
+	Poll(wcs []WC) int
+	// ReqNotify arms the CQ for its next, or next solicited, completion.
+	ReqNotify(solicitedOnly bool) error
+	// EventRead is told of each completion event read for the CQ.
+	EventRead()
 	// Destroy destroys the CQ in the kernel and releases the provider's
 	// ring, returning how many completion and async events the kernel
 	// reported for it.
@@ -50,8 +56,12 @@ func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
 // of ibv_create_cq); UserValue returns it.
 func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v } }
 
-// CQ is a completion queue (ibv_cq). Safe for concurrent use; Close may
-// race with nothing but itself.
+// CQ is a completion queue (ibv_cq).
+//
+// All its methods are safe for concurrent use: Poll, ReqNotify and Close
+// serialise on one lock, so a Close racing a Poll waits for it and the
+// ring is never unmapped under a reader; calls after Close return an
+// error wrapping ErrClosed.
 type CQ struct {
 	be   Backend
 	cfg  Config
@@ -60,6 +70,43 @@ type CQ struct {
 
 	mu     sync.Mutex
 	closed bool // guarded by mu
+}
+
+var errPollClosed = &OpError{Op: "poll cq", Err: ErrClosed}
+
+// Poll moves up to len(wcs) completions from the CQ into wcs, oldest
+// first, and returns how many (ibv_poll_cq). It returns 0 when the CQ is
+// empty, never more than len(wcs), and never consumes a completion it has
+// no room for: what it leaves stays for the next Poll. A polled
+// completion is gone from the CQ for good. Poll makes no system call and
+// allocates nothing.
+func (c *CQ) Poll(wcs []WC) (int, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, errPollClosed
+	}
+	n := c.be.Poll(wcs)
+	c.mu.Unlock()
+	return n, nil
+}
+
+// ReqNotify arms the CQ (ibv_req_notify_cq): the next completion added to
+// it, or with solicitedOnly the next solicited or unsuccessful one,
+// raises one event on its channel. Arming is one-shot: after one event,
+// nothing more comes until the next ReqNotify. A completion already in
+// the CQ when it is armed raises no event, so poll after arming: arm,
+// poll until empty, then wait.
+func (c *CQ) ReqNotify(solicitedOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
+	}
+	if err := c.be.ReqNotify(solicitedOnly); err != nil {
+		return &OpError{Op: "req notify cq", Device: c.dev, Err: err}
+	}
+	return nil
 }
 
 // handles hands out the user handles that CQ events carry: a counter, so
@@ -120,6 +167,10 @@ func (c *CQ) Channel() *Channel { return c.cfg.Channel }
 
 // Vector returns the CQ's completion vector.
 func (c *CQ) Vector() int { return c.cfg.Vector }
+
+// EventHandle returns the handle that the CQ's completion events and
+// async events (uverbs.AsyncEvent.CQHandle) carry.
+func (c *CQ) EventHandle() uint64 { return c.user }
 
 // Backend returns what created the CQ (uverbs' side of it), for uverbs.
 func (c *CQ) Backend() Backend { return c.be }

@@ -29,6 +29,7 @@ type Context struct {
 	conn    *transport.Conn
 	drv     provider.Context // the provider's side
 	async   *os.File         // the async event fd, non-blocking
+	events  asyncEvents      // reading and counting async events
 	vectors int
 
 	// mu is held for reading by every call that uses fd, and for writing

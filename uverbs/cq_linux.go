@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -38,6 +39,7 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 			return nil, err
 		}
 		defer c.done()
+		acks := c.trackAsync(ElementCQ, r.UserHandle) // before the create: no event goes uncounted
 		pcq, err := c.drv.CreateCQ(kverbs.CQReq{
 			CQE:        uint32(min(r.Size, 1<<31-1)),
 			UserHandle: r.UserHandle,
@@ -45,31 +47,43 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 			Vector:     uint32(r.Vector),
 		})
 		if err != nil {
+			c.untrackAsync(ElementCQ, r.UserHandle)
 			return nil, c.opErr(op, fmt.Errorf("%d entries: %w", r.Size, err))
 		}
-		return &cqBackend{ctx: c, p: pcq}, nil
+		return &cqBackend{CQ: pcq, ctx: c, user: r.UserHandle, acks: acks}, nil
 	}, opts...)
 }
 
-// cqBackend joins a cq.CQ to its context and provider.
+// cqBackend joins a cq.CQ to its context and provider. Poll and
+// EventRead go straight to the provider; calls that use the fd hold the
+// context.
 type cqBackend struct {
-	ctx *Context
-	p   provider.CQ
+	provider.CQ
+	ctx  *Context
+	user uint64         // the kernel user handle: async events name the CQ by it
+	acks *atomic.Uint32 // async events about the CQ acknowledged
 }
 
-func (b *cqBackend) Handle() uint32 { return b.p.Handle() }
-func (b *cqBackend) Size() int      { return b.p.Size() }
+func (b *cqBackend) ReqNotify(solicitedOnly bool) error {
+	if err := b.ctx.use("req notify cq"); err != nil {
+		return ErrClosed
+	}
+	defer b.ctx.done()
+	return b.CQ.ReqNotify(solicitedOnly)
+}
 
 func (b *cqBackend) Destroy() (uint32, uint32, error) {
 	const op = "destroy cq"
 	if err := b.ctx.use(op); err != nil {
+		b.CQ.Release() // the context's close destroyed it in the kernel
 		return 0, 0, err
 	}
 	defer b.ctx.done()
-	ev, err := b.p.Destroy()
+	ev, err := b.CQ.Destroy()
 	if err != nil {
 		return 0, 0, b.ctx.opErr(op, err)
 	}
+	b.ctx.untrackAsync(ElementCQ, b.user)
 	return ev.Comp, ev.Async, nil
 }
 

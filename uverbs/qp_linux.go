@@ -3,6 +3,8 @@ package uverbs
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -20,8 +22,7 @@ type QPConfig struct {
 	// SigAll makes every send request complete with a CQE, not only the
 	// ones flagged signaled.
 	SigAll bool
-	// UserValue is a value of the caller's, reported with the QP's async
-	// events.
+	// UserValue is a value of the caller's, kept with the QP (UserValue).
 	UserValue uint64
 }
 
@@ -33,9 +34,91 @@ type QP struct {
 	typ            QPType
 	sendCQ, recvCQ *cq.CQ
 	user           uint64
+	handle         uint64 // the kernel user handle: async events name the QP by it
 
 	mu     sync.Mutex
 	closed bool // guarded by mu
+
+	sendMu  sync.Mutex        // serialises PostSend; guards sendWRs
+	sendWRs []provider.SendWR // scratch, reused: posting allocates nothing
+	recvMu  sync.Mutex        // serialises PostRecv; guards recvWRs
+	recvWRs []provider.RecvWR
+}
+
+// sameSGE proves uverbs.SGE and provider.SGE share a layout, so a slice of
+// one is viewed as the other without a copy.
+var _ [0]struct{} = [unsafe.Sizeof(SGE{}) - unsafe.Sizeof(provider.SGE{})]struct{}{}
+
+func providerSGL(s []SGE) []provider.SGE {
+	return unsafe.Slice((*provider.SGE)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
+// PostSend posts send work requests (ibv_post_send), in order, and rings
+// the doorbell once. It returns how many were posted; on an error, the
+// requests before the bad one are posted and the error names its index.
+// A full send queue gives an error wrapping ENOMEM. The memory of inline
+// requests may be reused when PostSend returns; other requests' memory
+// must stay registered until their completion. Safe for concurrent use.
+func (q *QP) PostSend(wrs []SendWR) (int, error) {
+	const op = "post send"
+	ctx := q.pd.ctx
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	if q.isClosed() {
+		return 0, ctx.opErr(op, ErrClosed)
+	}
+	if cap(q.sendWRs) < len(wrs) {
+		q.sendWRs = make([]provider.SendWR, len(wrs))
+	}
+	pw := q.sendWRs[:len(wrs)]
+	for i := range wrs {
+		w := &wrs[i]
+		pw[i] = provider.SendWR{
+			WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: uint32(w.Flags), SGL: providerSGL(w.SGL),
+			Imm: w.Imm, RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap,
+			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey,
+		}
+		if w.AH != nil {
+			pw[i].AH = w.AH.p
+		}
+	}
+	if err := ctx.use(op); err != nil {
+		return 0, err
+	}
+	n, err := q.p.PostSend(pw)
+	ctx.done()
+	clear(pw) // drop references to the caller's SGLs and AHs
+	if err != nil {
+		return n, ctx.opErr(op, err)
+	}
+	return n, nil
+}
+
+// PostRecv posts receive work requests (ibv_post_recv), in order, with no
+// system call. It returns how many were posted; on an error, the requests
+// before the bad one are posted and the error names its index. Safe for
+// concurrent use.
+func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
+	const op = "post recv"
+	ctx := q.pd.ctx
+	q.recvMu.Lock()
+	defer q.recvMu.Unlock()
+	if q.isClosed() {
+		return 0, ctx.opErr(op, ErrClosed)
+	}
+	if cap(q.recvWRs) < len(wrs) {
+		q.recvWRs = make([]provider.RecvWR, len(wrs))
+	}
+	pw := q.recvWRs[:len(wrs)]
+	for i := range wrs {
+		pw[i] = provider.RecvWR{WRID: wrs[i].WRID, SGL: providerSGL(wrs[i].SGL)}
+	}
+	n, err := q.p.PostRecv(pw)
+	clear(pw)
+	if err != nil {
+		return n, ctx.opErr(op, err)
+	}
+	return n, nil
 }
 
 // NewQP creates a queue pair in the PD (ibv_create_qp). Its CQs must come
@@ -66,11 +149,13 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	defer ctx.done()
+	handle := qpHandles.Add(1)
+	ctx.trackAsync(ElementQP, handle) // before the create: no event goes uncounted
 	pq, err := ctx.drv.CreateQP(kverbs.QPReq{
 		PD:         p.handle,
 		SendCQ:     cfg.SendCQ.Handle(),
 		RecvCQ:     cfg.RecvCQ.Handle(),
-		UserHandle: cfg.UserValue,
+		UserHandle: handle,
 		Type:       uint8(cfg.Type),
 		SigAll:     cfg.SigAll,
 		Cap: kverbs.QPCap{
@@ -80,10 +165,22 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 		},
 	})
 	if err != nil {
+		ctx.untrackAsync(ElementQP, handle)
 		return nil, ctx.opErr(op, fmt.Errorf("%v QP, cap %+v: %w", cfg.Type, cfg.Cap, err))
 	}
-	return &QP{pd: p, p: pq, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, user: cfg.UserValue}, nil
+	return &QP{pd: p, p: pq, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, user: cfg.UserValue, handle: handle}, nil
 }
+
+// qpHandles numbers QPs for the kernel's user handle, never reused, so
+// an async event names its QP unambiguously.
+var qpHandles atomic.Uint64
+
+// EventHandle returns the handle async events about this QP carry
+// (AsyncEvent.QPHandle).
+func (q *QP) EventHandle() uint64 { return q.handle }
+
+// UserValue returns QPConfig.UserValue.
+func (q *QP) UserValue() uint64 { return q.user }
 
 // QPN returns the QP number, which peers address.
 func (q *QP) QPN() uint32 { return q.p.QPN() }
@@ -216,8 +313,13 @@ func ahAttr(d *uapi.IBUverbsQPDest) AHAttr {
 	}
 }
 
-// Close destroys the QP (ibv_destroy_qp). A second Close returns ErrClosed.
+// Close destroys the QP (ibv_destroy_qp). It waits for posts in flight.
+// A second Close returns ErrClosed.
 func (q *QP) Close() error {
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.recvMu.Lock()
+	defer q.recvMu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ctx := q.pd.ctx
@@ -225,12 +327,15 @@ func (q *QP) Close() error {
 		return ctx.opErr("destroy qp", ErrClosed)
 	}
 	if err := ctx.use("destroy qp"); err != nil {
+		q.p.Release() // the context's close destroyed it in the kernel
+		q.closed = true
 		return err
 	}
 	defer ctx.done()
 	if _, err := q.p.Destroy(); err != nil {
 		return ctx.opErr("destroy qp", err)
 	}
+	ctx.untrackAsync(ElementQP, q.handle)
 	q.closed = true
 	return nil
 }

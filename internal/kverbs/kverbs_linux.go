@@ -293,3 +293,19 @@ func ReqNotifyCQ(c *transport.Conn, cmd *transport.Cmd, handle uint32, solicited
 	}
 	return c.Invoke(cmd)
 }
+
+// sizeofIBVSendWR is sizeof(struct ibv_send_wr) on 64-bit hosts, the
+// wqe_size rdma-core sends with rxe's doorbell; kernels since 2026 refuse
+// anything below sizeof(struct ib_uverbs_send_wr) (56).
+const sizeofIBVSendWR = 128
+
+// PostSendDoorbell tells the kernel that a user QP's send queue has new
+// work: a POST_SEND write command with no work requests, through
+// write(2), as rxe expects. It uses the caller's cmd and allocates nothing.
+func PostSendDoorbell(c *transport.Conn, cmd *transport.Cmd, qp uint32) error {
+	req := transport.As[uapi.IBUverbsPostSend](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_POST_SEND, false,
+		transport.SizeOf[uapi.IBUverbsPostSend](), transport.SizeOf[uapi.IBUverbsPostSendResp]()))
+	req.QPHandle = qp
+	req.WqeSize = sizeofIBVSendWR
+	return c.WriteRaw(cmd)
+}

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/transport"
 )
@@ -28,12 +29,24 @@ type Context interface {
 	Close() error
 }
 
-// CQ is the provider's side of a completion queue.
+// CQ is the provider's side of a completion queue. Poll, ReqNotify and
+// EventRead run under the cq package's lock, never concurrently with each
+// other's kind or with Destroy and Release.
 type CQ interface {
 	Handle() uint32
 	Size() int
+	// Poll moves up to len(wcs) completions from the ring into wcs and
+	// returns how many; it never consumes one it has no slot for.
+	Poll(wcs []cq.WC) int
+	// ReqNotify arms the CQ for its next (or next solicited) completion.
+	ReqNotify(solicitedOnly bool) error
+	// EventRead is called for each completion event read for the CQ
+	// (mlx5 advances its arm sequence number there).
+	EventRead()
 	// Destroy destroys the CQ in the kernel, then releases its ring.
 	Destroy() (kverbs.Events, error)
+	// Release releases the ring without the kernel (its context is gone).
+	Release()
 }
 
 // QP is the provider's side of a queue pair.
@@ -41,9 +54,17 @@ type QP interface {
 	Handle() uint32
 	QPN() uint32
 	Cap() kverbs.QPCap
+	// PostSend posts the requests in order and rings the doorbell once;
+	// it returns how many it posted, and an error for the first it could
+	// not. Not concurrent with itself.
+	PostSend(wrs []SendWR) (int, error)
+	// PostRecv posts receive requests, likewise. Not concurrent with itself.
+	PostRecv(wrs []RecvWR) (int, error)
 	// Destroy destroys the QP in the kernel, then releases its queues,
 	// returning the async events the kernel reported for it.
 	Destroy() (uint32, error)
+	// Release releases the queues without the kernel (its context is gone).
+	Release()
 }
 
 // AH is the provider's side of an address handle.

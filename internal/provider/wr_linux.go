@@ -1,0 +1,56 @@
+package provider
+
+// SGE is a scatter/gather entry, laid out as struct ibv_sge and struct
+// rxe_sge: {addr u64, length u32, lkey u32}.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// Work request opcodes (enum ibv_wr_opcode).
+const (
+	WRRDMAWrite        = 0
+	WRRDMAWriteWithImm = 1
+	WRSend             = 2
+	WRSendWithImm      = 3
+	WRRDMARead         = 4
+	WRAtomicCmpSwp     = 5
+	WRAtomicFetchAdd   = 6
+	WRLocalInv         = 7
+	WRBindMW           = 8
+	WRSendWithInv      = 9
+)
+
+// Send flags (enum ibv_send_flags).
+const (
+	SendFence     = 1 << 0
+	SendSignaled  = 1 << 1
+	SendSolicited = 1 << 2
+	SendInline    = 1 << 3
+)
+
+// SendWR is a send work request as the providers take it.
+type SendWR struct {
+	WRID   uint64
+	Opcode uint32
+	Flags  uint32
+	SGL    []SGE
+	// Imm is the immediate data in host order (the provider puts it on the
+	// wire big-endian), or the rkey to invalidate for WRSendWithInv.
+	Imm        uint32
+	RemoteAddr uint64
+	RKey       uint32
+	CompareAdd uint64
+	Swap       uint64
+	// UD only.
+	AH         AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
+}
+
+// RecvWR is a receive work request.
+type RecvWR struct {
+	WRID uint64
+	SGL  []SGE
+}

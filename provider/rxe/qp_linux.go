@@ -1,0 +1,278 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/errs"
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// Offsets inside struct rxe_send_wr's union wr (rdma_user_rxe.h), which
+// the generated uapi keeps as bytes: from the start of the union, at
+// offsetof(struct rxe_send_wqe, wr.wr) = 24.
+const (
+	wrRDMARemoteAddr   = 0  // wr.rdma.remote_addr
+	wrRDMARKey         = 8  // wr.rdma.rkey
+	wrAtomicRemoteAddr = 0  // wr.atomic.remote_addr
+	wrAtomicCompareAdd = 8  // wr.atomic.compare_add
+	wrAtomicSwap       = 16 // wr.atomic.swap
+	wrAtomicRKey       = 24 // wr.atomic.rkey
+	wrUDRemoteQPN      = 0  // wr.ud.remote_qpn
+	wrUDRemoteQKey     = 4  // wr.ud.remote_qkey
+	wrUDPKeyIndex      = 8  // wr.ud.pkey_index
+	wrUDAHNum          = 12 // wr.ud.ah_num
+
+	sendWQEHeader = unsafe.Sizeof(uapi.RxeSendWqe{}) // 208: SGEs or inline data follow
+	recvWQEHeader = unsafe.Sizeof(uapi.RxeRecvWqe{}) // 40: SGEs follow
+	sgeSize       = unsafe.Sizeof(provider.SGE{})    // 16, as struct rxe_sge
+)
+
+var _ [0]struct{} = [sendWQEHeader - 208]struct{}{}
+var _ [0]struct{} = [recvWQEHeader - 40]struct{}{}
+var _ [0]struct{} = [sgeSize - 16]struct{}{}
+
+// QP is an rxe queue pair: a send queue of struct rxe_send_wqe and a
+// receive queue of struct rxe_recv_wqe, both produced here and consumed
+// by the kernel. Posting a receive needs no syscall; posting sends ends
+// with the POST_SEND doorbell.
+type QP struct {
+	conn     *transport.Conn
+	k        kverbs.QP
+	typ      uint8
+	sq, rq   *queue
+	doorbell *transport.Cmd
+	ssn      uint32
+}
+
+// CreateQP creates the QP and maps its queues.
+func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
+	var resp uapi.RxeCreateQPResp
+	k, err := kverbs.CreateQP(c.conn, r, nil, bytesOf(&resp))
+	if err != nil {
+		return nil, err
+	}
+	q := &QP{conn: c.conn, k: k, typ: r.Type, doorbell: new(transport.Cmd)}
+	if q.sq, err = mapQueue(c.fd, resp.SqMi, sendWQEHeader); err != nil {
+		kverbs.DestroyQP(c.conn, k.Handle)
+		return nil, fmt.Errorf("rxe send queue: %w", err)
+	}
+	if !r.HasSRQ {
+		if q.rq, err = mapQueue(c.fd, resp.RqMi, recvWQEHeader); err != nil {
+			q.sq.unmap()
+			kverbs.DestroyQP(c.conn, k.Handle)
+			return nil, fmt.Errorf("rxe receive queue: %w", err)
+		}
+	}
+	return q, nil
+}
+
+// Handle returns the kernel handle.
+func (q *QP) Handle() uint32 { return q.k.Handle }
+
+// QPN returns the QP number.
+func (q *QP) QPN() uint32 { return q.k.QPN }
+
+// Cap returns the queue sizes the kernel made.
+func (q *QP) Cap() kverbs.QPCap { return q.k.Cap }
+
+func wrErr(i int, err error) error { return fmt.Errorf("work request %d: %w", i, err) }
+
+// PostSend writes each request into the send queue, then rings the
+// doorbell once for the batch.
+func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
+	var n int
+	var err error
+	for n = 0; n < len(wrs); n++ {
+		if err = q.postOneSend(&wrs[n]); err != nil {
+			err = wrErr(n, err)
+			break
+		}
+	}
+	if n > 0 {
+		if derr := kverbs.PostSendDoorbell(q.conn, q.doorbell, q.k.Handle); derr != nil && err == nil {
+			err = fmt.Errorf("send doorbell: %w", derr)
+		}
+	}
+	return n, err
+}
+
+func (q *QP) postOneSend(wr *provider.SendWR) error {
+	sq := q.sq
+	if uint32(len(wr.SGL)) > q.k.Cap.MaxSendSGE {
+		return fmt.Errorf("%d SGEs, the QP takes %d: %w", len(wr.SGL), q.k.Cap.MaxSendSGE, unix.EINVAL)
+	}
+	var length uint64
+	for _, s := range wr.SGL {
+		length += uint64(s.Length)
+	}
+	if length > 1<<31 {
+		return fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
+	}
+	inline := wr.Flags&provider.SendInline != 0
+	switch {
+	case inline && length > uint64(q.k.Cap.MaxInlineData):
+		return fmt.Errorf("%d bytes inline, the QP takes %d: %w", length, q.k.Cap.MaxInlineData, unix.EINVAL)
+	case inline && sendWQEHeader+uintptr(length) > sq.slotSize():
+		return fmt.Errorf("%d bytes inline do not fit a send slot: %w", length, unix.EINVAL)
+	case !inline && sendWQEHeader+uintptr(len(wr.SGL))*sgeSize > sq.slotSize():
+		return fmt.Errorf("%d SGEs do not fit a send slot: %w", len(wr.SGL), unix.EINVAL)
+	}
+	var ahNum uint32
+	switch wr.Opcode {
+	case provider.WRSend, provider.WRSendWithImm:
+		if q.typ == uapi.IB_UVERBS_QPT_UD {
+			ah, ok := wr.AH.(*AH)
+			if !ok || ah == nil {
+				return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
+			}
+			if ah.num == 0 {
+				return errs.NewUnsupported("rxe address handle index (ah_num)", "5.17", unix.EOPNOTSUPP)
+			}
+			ahNum = ah.num
+		}
+	case provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
+		if q.typ == uapi.IB_UVERBS_QPT_UD {
+			return fmt.Errorf("opcode %d on a UD QP: %w", wr.Opcode, unix.EINVAL)
+		}
+	case provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd:
+		if q.typ != uapi.IB_UVERBS_QPT_RC {
+			return fmt.Errorf("atomics need an RC QP: %w", unix.EINVAL)
+		}
+		if length < 8 || wr.RemoteAddr&7 != 0 {
+			return fmt.Errorf("atomic of %d bytes at %#x: need 8 bytes, 8-aligned: %w", length, wr.RemoteAddr, unix.EINVAL)
+		}
+		if inline {
+			return fmt.Errorf("inline atomic: %w", unix.EINVAL)
+		}
+	default:
+		return fmt.Errorf("opcode %d: %w", wr.Opcode, unix.EOPNOTSUPP)
+	}
+	prod := sq.prod.Load() // ours
+	if (prod+1)&sq.mask == sq.cons.Load() {
+		return fmt.Errorf("send queue full (%d entries): %w", sq.size(), unix.ENOMEM)
+	}
+	slot := sq.slot(prod)
+	clear(unsafe.Slice((*byte)(slot), sendWQEHeader))
+	w := (*uapi.RxeSendWqe)(slot)
+	w.WR.WRID = wr.WRID
+	w.WR.Opcode = wr.Opcode
+	w.WR.SendFlags = wr.Flags
+	u := w.WR.WR[:]
+	ne := binary.NativeEndian
+	switch wr.Opcode {
+	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
+		binary.BigEndian.PutUint32(w.WR.Ex[:], wr.Imm) // __be32 imm_data
+	case provider.WRSendWithInv:
+		ne.PutUint32(w.WR.Ex[:], wr.Imm) // invalidate_rkey
+	}
+	switch wr.Opcode {
+	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
+		ne.PutUint64(u[wrRDMARemoteAddr:], wr.RemoteAddr)
+		ne.PutUint32(u[wrRDMARKey:], wr.RKey)
+		w.Iova = wr.RemoteAddr
+	case provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd:
+		ne.PutUint64(u[wrAtomicRemoteAddr:], wr.RemoteAddr)
+		ne.PutUint64(u[wrAtomicCompareAdd:], wr.CompareAdd)
+		ne.PutUint64(u[wrAtomicSwap:], wr.Swap)
+		ne.PutUint32(u[wrAtomicRKey:], wr.RKey)
+		w.Iova = wr.RemoteAddr
+	}
+	if q.typ == uapi.IB_UVERBS_QPT_UD {
+		ne.PutUint32(u[wrUDRemoteQPN:], wr.RemoteQPN)
+		ne.PutUint32(u[wrUDRemoteQKey:], wr.RemoteQKey)
+		ne.PutUint16(u[wrUDPKeyIndex:], 0)
+		ne.PutUint32(u[wrUDAHNum:], ahNum)
+	}
+	data := unsafe.Add(slot, sendWQEHeader)
+	if inline {
+		dst := unsafe.Slice((*byte)(data), length)
+		off := 0
+		for _, s := range wr.SGL {
+			off += copy(dst[off:], userBytes(s.Addr, s.Length))
+		}
+	} else {
+		copy(unsafe.Slice((*provider.SGE)(data), len(wr.SGL)), wr.SGL)
+		w.Dma.NumSGE = uint32(len(wr.SGL))
+	}
+	w.Dma.Length = uint32(length)
+	w.Dma.Resid = uint32(length)
+	q.ssn++
+	w.Ssn = q.ssn
+	sq.prod.Store((prod + 1) & sq.mask) // release: the WQE is complete
+	return nil
+}
+
+// PostRecv writes each request into the receive queue; the kernel takes
+// them as packets arrive, so no syscall is needed.
+func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
+	rq := q.rq
+	if rq == nil {
+		return 0, fmt.Errorf("the QP receives through an SRQ: %w", unix.EINVAL)
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		if uint32(len(wr.SGL)) > q.k.Cap.MaxRecvSGE {
+			return i, wrErr(i, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(wr.SGL), q.k.Cap.MaxRecvSGE, unix.EINVAL))
+		}
+		if recvWQEHeader+uintptr(len(wr.SGL))*sgeSize > rq.slotSize() {
+			return i, wrErr(i, fmt.Errorf("%d SGEs do not fit a receive slot: %w", len(wr.SGL), unix.EINVAL))
+		}
+		var length uint64
+		for _, s := range wr.SGL {
+			length += uint64(s.Length)
+		}
+		prod := rq.prod.Load()
+		if (prod+1)&rq.mask == rq.cons.Load() {
+			return i, wrErr(i, fmt.Errorf("receive queue full (%d entries): %w", rq.size(), unix.ENOMEM))
+		}
+		slot := rq.slot(prod)
+		w := (*uapi.RxeRecvWqe)(slot)
+		*w = uapi.RxeRecvWqe{WRID: wr.WRID}
+		w.Dma.Length = uint32(length)
+		w.Dma.Resid = uint32(length)
+		w.Dma.NumSGE = uint32(len(wr.SGL))
+		copy(unsafe.Slice((*provider.SGE)(unsafe.Add(slot, recvWQEHeader)), len(wr.SGL)), wr.SGL)
+		rq.prod.Store((prod + 1) & rq.mask) // release
+	}
+	return len(wrs), nil
+}
+
+// Destroy destroys the QP in the kernel, then unmaps its queues.
+func (q *QP) Destroy() (uint32, error) {
+	ev, err := kverbs.DestroyQP(q.conn, q.k.Handle)
+	if err != nil {
+		return ev, err
+	}
+	q.Release()
+	return ev, nil
+}
+
+// Release unmaps the queues.
+func (q *QP) Release() {
+	q.sq.unmap()
+	if q.rq != nil {
+		q.rq.unmap()
+	}
+}
+
+// userBytes views length bytes at a caller's address (an SGE's addr) as a
+// slice, for inline sends, which copy the payload at post time. The
+// address is the caller's memory (a registered buffer, or a slice the
+// caller keeps alive across PostSend), never a Go stack address. The
+// bits are reinterpreted rather than converted from uintptr, the form vet
+// accepts for an address that did not come from an unsafe.Pointer here.
+func userBytes(addr uint64, length uint32) []byte {
+	if length == 0 {
+		return nil
+	}
+	a := uintptr(addr)
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&a))
+	return unsafe.Slice((*byte)(p), length)
+}

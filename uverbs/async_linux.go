@@ -1,0 +1,220 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// asyncEvents is a Context's side of its async event fd (c.async, opened
+// non-blocking): how events are read, and the ack counters of the objects
+// events can name. Its zero value is ready; the fd is bound on first use.
+type asyncEvents struct {
+	once    sync.Once
+	initErr error
+	rc      syscall.RawConn    // of c.async, for waits on the runtime poller
+	fd      int                // c.async's number, for TryAsyncEvent under c.use
+	readFn  func(uintptr) bool // = s.readWait, bound once: a method value allocates at each use
+	turn    chan struct{}      // one token: the waiter holding it owns the fd's read deadline
+
+	// Guarded by holding turn: the waiter's buffer and results.
+	wbuf [asyncEventSize]byte
+	wev  AsyncEvent
+	werr error
+
+	// mu is held for reading across each event's read and the lookup of
+	// its object, and for writing by trackAsync and untrackAsync. So an
+	// object that is untracked after its destroy has every event read
+	// before the destroy counted, and no event read after it (the kernel
+	// drops those).
+	mu   sync.RWMutex
+	acks map[asyncKey]*atomic.Uint32 // guarded by mu
+}
+
+// asyncKey names an object async events can name.
+type asyncKey struct {
+	kind   ElementKind
+	handle uint64
+}
+
+// aLongTimeAgo is a read deadline in the past: it wakes a parked waiter.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// init binds the async fd once.
+func (s *asyncEvents) init(f *os.File) error {
+	s.once.Do(func() {
+		s.turn = make(chan struct{}, 1)
+		s.readFn = s.readWait
+		rc, err := f.SyscallConn()
+		if err == nil {
+			err = rc.Control(func(fd uintptr) { s.fd = int(fd) })
+		}
+		s.rc, s.initErr = rc, err
+	})
+	return s.initErr
+}
+
+// read reads at most one event from fd without blocking, and finds the
+// ack counter of the object it names. ok is false when none is queued.
+func (s *asyncEvents) read(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok bool, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var n int
+	for {
+		n, err = unix.Read(fd, buf[:])
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == unix.EAGAIN:
+		return AsyncEvent{}, false, nil
+	case err != nil:
+		return AsyncEvent{}, false, err // EIO once the device is gone
+	}
+	if ev, err = parseAsyncEvent(buf[:n]); err != nil {
+		return AsyncEvent{}, false, err
+	}
+	if k := ev.Kind(); k >= ElementCQ && s.acks != nil {
+		ev.acks = s.acks[asyncKey{k, ev.Element}]
+	}
+	return ev, true, nil
+}
+
+// readWait is the waiter's read: false (park) while nothing is queued.
+func (s *asyncEvents) readWait(fd uintptr) bool {
+	ev, ok, err := s.read(int(fd), &s.wbuf)
+	switch {
+	case err != nil:
+		s.werr = err
+	case !ok:
+		return false
+	default:
+		s.wev = ev
+	}
+	return true
+}
+
+// TryAsyncEvent returns the next async event of the device if one is
+// queued (ibv_get_async_event on a non-blocking fd), and false if none
+// is. It never blocks and allocates nothing, and may run beside
+// WaitAsyncEvent; acknowledge what it returns with AsyncEvent.Ack.
+func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
+	const op = "get async event"
+	if err := c.use(op); err != nil { // c.async stays open, its number ours, until done
+		return AsyncEvent{}, false, err
+	}
+	defer c.done()
+	s := &c.events
+	if err := s.init(c.async); err != nil {
+		return AsyncEvent{}, false, c.opErr(op, err)
+	}
+	var buf [asyncEventSize]byte
+	ev, ok, err := s.read(s.fd, &buf)
+	if err != nil {
+		return AsyncEvent{}, false, c.opErr(op, err)
+	}
+	return ev, ok, nil
+}
+
+// WaitAsyncEvent waits for the next async event of the device
+// (ibv_get_async_event) and returns it; acknowledge it with
+// AsyncEvent.Ack. The wait parks the goroutine on the Go runtime's
+// poller, not an OS thread.
+//
+// It ends early with an error that wraps ctx.Err() (context.Canceled or
+// context.DeadlineExceeded) when ctx is done, and with one that wraps
+// ErrClosed when the Context is closed, before or during the wait.
+// Concurrent calls wait their turn: one at a time reads, while the others
+// still honour their own ctx.
+func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	const op = "get async event"
+	if c.closed.Load() {
+		return AsyncEvent{}, c.opErr(op, ErrClosed)
+	}
+	s := &c.events
+	if err := s.init(c.async); err != nil {
+		return AsyncEvent{}, c.asyncErr(op, err)
+	}
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return AsyncEvent{}, c.opErr(op, ctx.Err())
+	}
+	defer func() { <-s.turn }()
+	if c.closed.Load() {
+		return AsyncEvent{}, c.opErr(op, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return AsyncEvent{}, c.opErr(op, err)
+	}
+	// The holder of turn owns the deadline. A ctx deadline also closes
+	// Done, so the AfterFunc covers both.
+	_ = c.async.SetReadDeadline(time.Time{})
+	if ctx.Done() != nil {
+		kicked := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = c.async.SetReadDeadline(aLongTimeAgo)
+			close(kicked)
+		})
+		defer func() {
+			if !stop() {
+				<-kicked // let it finish before the next waiter clears the deadline
+			}
+		}()
+	}
+	s.wev, s.werr = AsyncEvent{}, nil
+	err := s.rc.Read(s.readFn) // the callback reads before parking
+	switch {
+	case err == nil && s.werr == nil:
+		return s.wev, nil
+	case err == nil:
+		err = s.werr
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil: // only our AfterFunc sets one
+		err = ctx.Err()
+	}
+	return AsyncEvent{}, c.asyncErr(op, err)
+}
+
+// asyncErr wraps an error of the async fd: after Close, the runtime says
+// "use of closed file", which is not ErrClosed; our flag decides.
+func (c *Context) asyncErr(op string, err error) error {
+	if c.closed.Load() {
+		err = ErrClosed
+	}
+	return c.opErr(op, err)
+}
+
+// trackAsync makes events about the object of kind k with user handle h
+// carry an ack counter, which it returns: the object keeps it to compare
+// with the async_events_reported its destroy returns. Call it before the
+// create command, so that no event read between the create and the
+// track goes uncounted. Handles must be unique per kind (a counter, like
+// the CQs'); a second object with the same key replaces the first.
+func (c *Context) trackAsync(k ElementKind, h uint64) *atomic.Uint32 {
+	s := &c.events
+	n := new(atomic.Uint32)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.acks == nil {
+		s.acks = map[asyncKey]*atomic.Uint32{}
+	}
+	s.acks[asyncKey{k, h}] = n
+	return n
+}
+
+// untrackAsync forgets the object of kind k with user handle h: call it
+// once the object's destroy has succeeded (the kernel then drops its
+// unread events), not before; or when its create failed.
+func (c *Context) untrackAsync(k ElementKind, h uint64) {
+	s := &c.events
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.acks, asyncKey{k, h})
+}

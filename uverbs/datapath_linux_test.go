@@ -1,0 +1,206 @@
+package uverbs_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// connectRC brings two RC QPs of one device to RTS, each other's peer.
+func connectRC(t *testing.T, a, b *uverbs.QP) {
+	t.Helper()
+	gid := sysfsGID(t, 1)
+	for _, p := range []struct{ qp, peer *uverbs.QP }{{a, b}, {b, a}} {
+		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1,
+			AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite | uverbs.AccessRemoteAtomic},
+			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
+		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: p.peer.QPN(),
+			RQPSN: 100, MaxDestRdAtomic: 4, MinRNRTimer: 1,
+			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
+			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
+				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
+		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+			uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
+				uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
+	}
+}
+
+// pollN polls until n completions arrived or 10 s passed.
+func pollN(t *testing.T, q *cq.CQ, n int) []cq.WC {
+	t.Helper()
+	out := make([]cq.WC, 0, n)
+	buf := make([]cq.WC, 16)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out) < n {
+		k, err := q.Poll(buf[:min(len(buf), n-len(out))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf[:k]...)
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d of %d completions in 10 s: %+v", len(out), n, out)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return out
+}
+
+func TestRCDataPath(t *testing.T) {
+	e := newQPEnv(t)
+	a, b := e.qp(t, uverbs.RC), e.qp(t, uverbs.RC)
+	connectRC(t, a, b)
+	buf, err := uverbs.AllocBuffer(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	mr, err := e.pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead|uverbs.AccessRemoteAtomic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	mem := buf.Bytes()
+	// Layout: [0,4096) a's send, [4096,8192) b's receive, [8192,..) RDMA area, [16384] atomic word.
+	copy(mem, "hello, rxe")
+
+	// SEND / RECV, with immediate.
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 7, SGL: []uverbs.SGE{mr.SGE(4096, 4096)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled,
+		Imm: 0xdeadbeef, SGL: []uverbs.SGE{mr.SGE(0, 10)}}}); err != nil {
+		t.Fatal(err)
+	}
+	wcs := pollN(t, e.cq, 2)
+	byID := map[uint64]cq.WC{}
+	for _, w := range wcs {
+		if w.Status != cq.Success {
+			t.Fatalf("completion %+v: %v", w, w.Status)
+		}
+		byID[w.WRID] = w
+	}
+	if s := byID[1]; s.Opcode != cq.OpSend || s.QPNum != a.QPN() {
+		t.Errorf("send completion %+v", s)
+	}
+	r := byID[7]
+	if r.Opcode != cq.OpRecv || r.ByteLen != 10 || r.Flags&cq.WithImm == 0 || r.Imm != 0xdeadbeef || r.QPNum != b.QPN() {
+		t.Errorf("receive completion %+v", r)
+	}
+	if !bytes.Equal(mem[4096:4106], []byte("hello, rxe")) {
+		t.Errorf("received %q", mem[4096:4106])
+	}
+
+	// RDMA WRITE WITH IMM consumes a receive and carries the immediate.
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(mem[100:], "written")
+	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 2, Opcode: uverbs.WRRDMAWriteWithImm, Flags: uverbs.SendSignaled,
+		Imm: 42, SGL: []uverbs.SGE{mr.SGE(100, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range pollN(t, e.cq, 2) {
+		switch w.WRID {
+		case 2:
+			if w.Status != cq.Success || w.Opcode != cq.OpRDMAWrite {
+				t.Errorf("write completion %+v", w)
+			}
+		case 8:
+			if w.Status != cq.Success || w.Opcode != cq.OpRecvRDMAWithImm || w.Imm != 42 || w.ByteLen != 7 {
+				t.Errorf("write-with-imm receive %+v", w)
+			}
+		}
+	}
+	if string(mem[8192:8199]) != "written" {
+		t.Errorf("RDMA WRITE gave %q", mem[8192:8199])
+	}
+
+	// RDMA READ reports the bytes read.
+	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{mr.SGE(200, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := pollN(t, e.cq, 1)[0]; w.WRID != 3 || w.Status != cq.Success || w.Opcode != cq.OpRDMARead || w.ByteLen != 7 {
+		t.Errorf("read completion %+v", w)
+	}
+	if string(mem[200:207]) != "written" {
+		t.Errorf("RDMA READ gave %q", mem[200:207])
+	}
+
+	// Atomics: fetch-and-add, then compare-and-swap.
+	binary.NativeEndian.PutUint64(mem[16384:], 40)
+	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 4, Opcode: uverbs.WRAtomicFetchAdd, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{mr.SGE(300, 8)}, RemoteAddr: mr.Addr() + 16384, RKey: mr.RKey(), CompareAdd: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := pollN(t, e.cq, 1)[0]; w.Status != cq.Success || w.Opcode != cq.OpFetchAdd {
+		t.Errorf("fetch-add completion %+v", w)
+	}
+	if old, now := binary.NativeEndian.Uint64(mem[300:]), binary.NativeEndian.Uint64(mem[16384:]); old != 40 || now != 42 {
+		t.Errorf("fetch-add: old %d, now %d; want 40, 42", old, now)
+	}
+
+	// Inline send: no MR needed for the payload.
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: []uverbs.SGE{mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("inline!")
+	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 5, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline,
+		SGL: []uverbs.SGE{{Addr: addrOf(payload), Length: uint32(len(payload))}}}}); err != nil {
+		t.Fatal(err)
+	}
+	pollN(t, e.cq, 2)
+	if string(mem[4096:4103]) != "inline!" {
+		t.Errorf("inline send gave %q", mem[4096:4103])
+	}
+}
+
+func TestPostBadInput(t *testing.T) {
+	e := newQPEnv(t)
+	a, b := e.qp(t, uverbs.RC), e.qp(t, uverbs.RC)
+	connectRC(t, a, b)
+	mem := make([]byte, 4096)
+	mr, err := e.pd.RegMR(mem, uverbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	tooMany := make([]uverbs.SGE, a.Cap().MaxSendSGE+1)
+	for i := range tooMany {
+		tooMany[i] = mr.SGE(i, 1)
+	}
+	for _, tt := range []struct {
+		name string
+		wr   uverbs.SendWR
+		want error
+	}{
+		{"too many SGEs", uverbs.SendWR{Opcode: uverbs.WRSend, SGL: tooMany}, unix.EINVAL},
+		{"inline too long", uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: []uverbs.SGE{mr.SGE(0, 4000)}}, unix.EINVAL},
+		{"unaligned atomic", uverbs.SendWR{Opcode: uverbs.WRAtomicFetchAdd, SGL: []uverbs.SGE{mr.SGE(0, 8)}, RemoteAddr: 3}, unix.EINVAL},
+		{"unknown opcode", uverbs.SendWR{Opcode: 77}, unix.EOPNOTSUPP},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := a.PostSend([]uverbs.SendWR{tt.wr})
+			if n != 0 || !errors.Is(err, tt.want) {
+				t.Errorf("PostSend = %d, %v; want 0, %v", n, err, tt.want)
+			}
+			t.Log(err)
+		})
+	}
+	// A full receive queue gives ENOMEM, after posting what fits.
+	wrs := make([]uverbs.RecvWR, 64)
+	n, err := b.PostRecv(wrs)
+	if !errors.Is(err, unix.ENOMEM) || n < 16 || n >= 64 {
+		t.Errorf("PostRecv of 64 on a 16-deep queue = %d, %v; want ENOMEM after at least 16", n, err)
+	}
+	t.Logf("posted %d: %v", n, err)
+}
