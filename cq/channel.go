@@ -1,100 +1,250 @@
 package cq
 
 import (
+	"context"
+	"errors"
 	"os"
 	"sync"
-
 	"syscall"
+	"time"
 )
 
 // Channel is a completion channel (ibv_comp_channel): a file descriptor
-// the kernel writes one event to each time an armed CQ attached to it
-// gets a completion. Many CQs may share one Channel.
+// the kernel queues one event on each time an armed CQ attached to it gets
+// a completion. Many CQs may share one Channel; each event names its CQ
+// by a handle looked up in the channel's table, never by a pointer.
 //
 // Create one with uverbs.Context.NewCompChannel. A Channel is safe for
-// concurrent use.
+// concurrent use. Wait and TryWait may be called from many goroutines;
+// one at a time reads the fd.
 type Channel struct {
-	dev string
-	f   *os.File // non-blocking
+	dev    string
+	f      *os.File // non-blocking
+	rc     syscall.RawConn
+	readFn func(fd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
+	tryFn  func(fd uintptr)      // = ch.readTry
 
-	mu     sync.Mutex
-	users  int  // guarded by mu: CQs attached
-	closed bool // guarded by mu
+	mu     sync.RWMutex
+	users  int            // guarded by mu: CQs attached
+	closed bool           // guarded by mu
+	table  map[uint64]*CQ // guarded by mu: event handle -> CQ
+
+	// turn is a one-token semaphore: its holder reads the fd, owns the
+	// fd's read deadline and the fields below.
+	turn     chan struct{}
+	pending  [64]uint64 // handles read from the fd, not yet delivered
+	head, n  int
+	rbuf     [8]byte // struct ib_uverbs_comp_event_desc
+	readErr  error
+	lastRead int // events the last read pass took
 }
+
+// errNoEvent is what TryWait returns when no event is queued: built once,
+// since polling for events is a hot path. ErrNoEvent is the same value.
+var errNoEvent = &OpError{Op: "get cq event", Err: syscall.EAGAIN}
+
+// ErrNoEvent is returned by TryWait when no event is queued; it wraps
+// EAGAIN.
+var ErrNoEvent error = errNoEvent
+
+// aLongTimeAgo is a read deadline in the past: it wakes a parked Wait.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // NewChannel wraps fd, a completion channel the kernel created for device
 // dev, and takes ownership of it. uverbs.Context.NewCompChannel calls it;
 // there is no reason to call it directly.
 func NewChannel(fd int, dev string) (*Channel, error) {
+	const op = "create comp channel"
 	if err := setNonblock(fd, true); err != nil {
 		closeFD(fd)
-		return nil, &OpError{Op: "create comp channel", Device: dev, Err: err}
+		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
-	return &Channel{dev: dev, f: os.NewFile(uintptr(fd), dev+"-comp-channel")}, nil
+	ch := &Channel{dev: dev, f: os.NewFile(uintptr(fd), dev+"-comp-channel"),
+		table: map[uint64]*CQ{}, turn: make(chan struct{}, 1)}
+	rc, err := ch.f.SyscallConn()
+	if err != nil {
+		ch.f.Close()
+		return nil, &OpError{Op: op, Device: dev, Err: err}
+	}
+	ch.rc = rc
+	ch.readFn = ch.readWait
+	ch.tryFn = ch.readTry
+	return ch, nil
 }
 
 // FD returns the channel's file descriptor, for CQ creation and for
 // callers that poll it themselves. It stays owned by the Channel.
 func (ch *Channel) FD() int { return int(ch.f.Fd()) }
 
-// attach counts a CQ that uses the channel; it fails once the channel is
-// closed.
-func (ch *Channel) attach() error {
+// attach registers a CQ that uses the channel under its event handle; it
+// fails once the channel is closed.
+func (ch *Channel) attach(h uint64, c *CQ) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.closed {
 		return ErrClosed
 	}
 	ch.users++
+	ch.table[h] = c
 	return nil
 }
 
-func (ch *Channel) detach() {
+// detach forgets a CQ: later events naming it are dropped.
+func (ch *Channel) detach(h uint64) {
 	ch.mu.Lock()
 	ch.users--
+	delete(ch.table, h)
 	ch.mu.Unlock()
+}
+
+func (ch *Channel) lookup(h uint64) *CQ {
+	ch.mu.RLock()
+	c := ch.table[h]
+	ch.mu.RUnlock()
+	return c
 }
 
 // Close destroys the channel (ibv_destroy_comp_channel). It fails with an
 // error wrapping EBUSY while a CQ still uses the channel, and with
-// ErrClosed the second time.
+// ErrClosed the second time. A Wait in progress ends with ErrClosed.
 func (ch *Channel) Close() error {
+	const op = "destroy comp channel"
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	switch {
 	case ch.closed:
-		return &OpError{Op: "destroy comp channel", Device: ch.dev, Err: ErrClosed}
+		return &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
 	case ch.users > 0:
-		return &OpError{Op: "destroy comp channel", Device: ch.dev,
-			Err: &busyError{n: ch.users}}
+		return &OpError{Op: op, Device: ch.dev, Err: &busyError{n: ch.users, what: "CQ", verb: "attached to the channel"}}
 	}
 	ch.closed = true
 	if err := ch.f.Close(); err != nil {
-		return &OpError{Op: "destroy comp channel", Device: ch.dev, Err: err}
+		return &OpError{Op: op, Device: ch.dev, Err: err}
 	}
 	return nil
 }
 
-type busyError struct{ n int }
-
-func (e *busyError) Error() string {
-	if e.n == 1 {
-		return "1 CQ still uses the channel: " + syscall.EBUSY.Error()
-	}
-	return itoa(e.n) + " CQs still use the channel: " + syscall.EBUSY.Error()
+func (ch *Channel) isClosed() bool {
+	ch.mu.RLock()
+	defer ch.mu.RUnlock()
+	return ch.closed
 }
 
-func (e *busyError) Unwrap() error { return syscall.EBUSY }
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
+// Wait waits for the next completion event and returns the CQ it names
+// (ibv_get_cq_event). Acknowledge each event with CQ.Ack, and re-arm the
+// CQ with ReqNotify to get another. An event may come with the CQ already
+// empty: a completion that arrived between the re-arm and the drain.
+//
+// The wait parks the goroutine on the Go runtime's poller, not an OS
+// thread. Each wake-up reads every queued event, until EAGAIN. Wait ends
+// with an error wrapping ctx.Err() (context.Canceled or
+// context.DeadlineExceeded) when ctx is done, and one wrapping ErrClosed
+// when the channel is closed.
+func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
+	const op = "get cq event"
+	select {
+	case ch.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &OpError{Op: op, Device: ch.dev, Err: ctx.Err()}
 	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
+	defer func() { <-ch.turn }()
+	for {
+		if c := ch.next(); c != nil {
+			return c, nil
+		}
+		if ch.isClosed() {
+			return nil, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, &OpError{Op: op, Device: ch.dev, Err: err}
+		}
+		if err := ch.park(ctx); err != nil {
+			return nil, &OpError{Op: op, Device: ch.dev, Err: err}
+		}
 	}
-	return string(b[i:])
 }
+
+// park reads the fd, parking on the poller until at least one event came
+// or ctx ends. The caller holds turn.
+func (ch *Channel) park(ctx context.Context) error {
+	_ = ch.f.SetReadDeadline(time.Time{})
+	if ctx.Done() != nil { // context.Background allocates nothing here
+		kicked := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = ch.f.SetReadDeadline(aLongTimeAgo)
+			close(kicked)
+		})
+		defer func() {
+			if !stop() {
+				<-kicked // let it finish before the next wait clears the deadline
+			}
+		}()
+	}
+	ch.readErr = nil
+	err := ch.rc.Read(ch.readFn) // the callback reads before parking
+	switch {
+	case err == nil:
+		return ch.readErr
+	case ch.isClosed():
+		return ErrClosed // the runtime's "use of closed file" is not ErrClosed
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return err
+}
+
+// TryWait returns the CQ of the next completion event if one is queued,
+// and ErrNoEvent (wrapping EAGAIN) if none is. It never blocks and
+// allocates nothing.
+func (ch *Channel) TryWait() (*CQ, error) {
+	const op = "get cq event"
+	select {
+	case ch.turn <- struct{}{}:
+	default:
+		return nil, errNoEvent // a Wait is reading: it will take what is queued
+	}
+	defer func() { <-ch.turn }()
+	for {
+		if c := ch.next(); c != nil {
+			return c, nil
+		}
+		ch.readErr, ch.lastRead = nil, 0
+		if err := ch.rc.Control(ch.tryFn); err != nil {
+			if ch.isClosed() {
+				err = ErrClosed
+			}
+			return nil, &OpError{Op: op, Device: ch.dev, Err: err}
+		}
+		if ch.readErr != nil {
+			return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
+		}
+		if ch.lastRead == 0 {
+			return nil, errNoEvent
+		}
+	}
+}
+
+// next delivers the oldest pending event whose CQ still exists, counting
+// it as read for that CQ. The caller holds turn.
+func (ch *Channel) next() *CQ {
+	for ch.n > 0 {
+		h := ch.pending[ch.head]
+		ch.head = (ch.head + 1) % len(ch.pending)
+		ch.n--
+		if c := ch.lookup(h); c != nil && c.eventRead() {
+			return c
+		}
+		// Its CQ was destroyed after the kernel queued the event: drop it.
+	}
+	return nil
+}
+
+// readWait is the Wait callback: read until EAGAIN (or the buffer is
+// full); false, to park, when nothing came.
+func (ch *Channel) readWait(fd uintptr) bool {
+	ch.readAll(int(fd))
+	return ch.lastRead > 0 || ch.readErr != nil
+}
+
+// readTry is the TryWait callback: read until EAGAIN, never park.
+func (ch *Channel) readTry(fd uintptr) { ch.readAll(int(fd)) }

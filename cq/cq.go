@@ -2,8 +2,9 @@ package cq
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
-
+	"sync/atomic"
 	"syscall"
 )
 
@@ -18,7 +19,7 @@ type Backend interface {
 	Poll(wcs []WC) int
 	// ReqNotify arms the CQ for its next, or next solicited, completion.
 	ReqNotify(solicitedOnly bool) error
-	// EventRead is told of each completion event read for the CQ.
+	// EventRead is told of each completion event delivered for the CQ.
 	EventRead()
 	// Destroy destroys the CQ in the kernel and releases the provider's
 	// ring, returning how many completion and async events the kernel
@@ -53,75 +54,32 @@ func WithChannel(ch *Channel) Option { return func(c *Config) { c.Channel = ch }
 func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
 
 // WithUserValue stores a value of the caller's with the CQ (the cq_context
-// of ibv_create_cq); UserValue returns it.
+// of ibv_create_cq); UserValue returns it, also from the CQ an event names.
 func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v } }
 
 // CQ is a completion queue (ibv_cq).
 //
-// All its methods are safe for concurrent use: Poll, ReqNotify and Close
+// All its methods are safe for concurrent use. Poll, ReqNotify and Close
 // serialise on one lock, so a Close racing a Poll waits for it and the
 // ring is never unmapped under a reader; calls after Close return an
-// error wrapping ErrClosed.
+// error wrapping ErrClosed. Ack is a single atomic add.
 type CQ struct {
 	be   Backend
 	cfg  Config
 	dev  string
-	user uint64
+	user uint64 // the event handle
+
+	delivered atomic.Uint64 // completion events Wait/TryWait returned for this CQ
+	acked     atomic.Uint64 // … and Ack acknowledged
 
 	mu     sync.Mutex
 	closed bool // guarded by mu
 }
 
-var errPollClosed = &OpError{Op: "poll cq", Err: ErrClosed}
-
-// Poll moves up to len(wcs) completions from the CQ into wcs, oldest
-// first, and returns how many (ibv_poll_cq). It returns 0 when the CQ is
-// empty, never more than len(wcs), and never consumes a completion it has
-// no room for: what it leaves stays for the next Poll. A polled
-// completion is gone from the CQ for good. Poll makes no system call and
-// allocates nothing.
-func (c *CQ) Poll(wcs []WC) (int, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return 0, errPollClosed
-	}
-	n := c.be.Poll(wcs)
-	c.mu.Unlock()
-	return n, nil
-}
-
-// ReqNotify arms the CQ (ibv_req_notify_cq): the next completion added to
-// it, or with solicitedOnly the next solicited or unsuccessful one,
-// raises one event on its channel. Arming is one-shot: after one event,
-// nothing more comes until the next ReqNotify. A completion already in
-// the CQ when it is armed raises no event, so poll after arming: arm,
-// poll until empty, then wait.
-func (c *CQ) ReqNotify(solicitedOnly bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
-	}
-	if err := c.be.ReqNotify(solicitedOnly); err != nil {
-		return &OpError{Op: "req notify cq", Device: c.dev, Err: err}
-	}
-	return nil
-}
-
 // handles hands out the user handles that CQ events carry: a counter, so
-// an event names its CQ by a key into a table, never by a pointer.
-var handles struct {
-	sync.Mutex
-	next uint64
-}
-
-func nextHandle() uint64 {
-	handles.Lock()
-	defer handles.Unlock()
-	handles.next++
-	return handles.next
-}
+// an event names its CQ by a key into a table, never by a pointer, and
+// never by a key that a destroyed CQ used.
+var handles atomic.Uint64
 
 // New creates a CQ of at least size entries through create, which makes
 // the kernel object (uverbs.Context.NewCQ passes its own). dev names the
@@ -138,9 +96,10 @@ func New(dev string, size int, create func(Request) (Backend, error), opts ...Op
 	if cfg.Vector < 0 {
 		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("completion vector %d: %w", cfg.Vector, syscall.EINVAL)}
 	}
-	req := Request{Size: size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: nextHandle()}
+	c := &CQ{cfg: cfg, dev: dev, user: handles.Add(1)}
+	req := Request{Size: size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user}
 	if ch := cfg.Channel; ch != nil {
-		if err := ch.attach(); err != nil {
+		if err := ch.attach(c.user, c); err != nil {
 			return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("comp channel: %w", err)}
 		}
 		req.ChannelFD = ch.FD()
@@ -148,11 +107,12 @@ func New(dev string, size int, create func(Request) (Backend, error), opts ...Op
 	be, err := create(req)
 	if err != nil {
 		if cfg.Channel != nil {
-			cfg.Channel.detach()
+			cfg.Channel.detach(c.user)
 		}
 		return nil, err
 	}
-	return &CQ{be: be, cfg: cfg, dev: dev, user: req.UserHandle}, nil
+	c.be = be
+	return c, nil
 }
 
 // Size returns how many completions the CQ holds: at least the size asked
@@ -178,20 +138,118 @@ func (c *CQ) Backend() Backend { return c.be }
 // Handle returns the kernel's handle of the CQ, for QP creation.
 func (c *CQ) Handle() uint32 { return c.be.Handle() }
 
-// Close destroys the CQ (ibv_destroy_cq). It fails with EBUSY while a QP
-// uses it, and with ErrClosed the second time.
-func (c *CQ) Close() error {
+var errPollClosed = &OpError{Op: "poll cq", Err: ErrClosed}
+
+// Poll moves up to len(wcs) completions from the CQ into wcs, oldest
+// first, and returns how many (ibv_poll_cq). It returns 0 when the CQ is
+// empty, never more than len(wcs), and never consumes a completion it has
+// no room for: what it leaves stays for the next Poll. A polled
+// completion is gone from the CQ for good. Poll makes no system call and
+// allocates nothing.
+func (c *CQ) Poll(wcs []WC) (int, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, errPollClosed
+	}
+	n := c.be.Poll(wcs)
+	c.mu.Unlock()
+	return n, nil
+}
+
+// ReqNotify arms the CQ (ibv_req_notify_cq): the next completion added to
+// it raises one event on its channel; with solicitedOnly, only the next
+// solicited or unsuccessful completion does. Arming is one-shot: after
+// one event, nothing more comes until the next ReqNotify, and there is
+// neither an "after N completions" mode nor an automatic re-arm. Arming
+// again before the event is harmless, and a plain arm overrides a
+// solicited one. A completion already in the CQ when it is armed raises
+// no event, so poll after arming: arm, poll until empty, then wait (as
+// [Channel.Serve] does).
+func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return &OpError{Op: "destroy cq", Device: c.dev, Err: ErrClosed}
+		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
+	}
+	if err := c.be.ReqNotify(solicitedOnly); err != nil {
+		return &OpError{Op: "req notify cq", Device: c.dev, Err: err}
+	}
+	return nil
+}
+
+// eventRead counts an event the channel delivers; false if the CQ is closed.
+func (c *CQ) eventRead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.delivered.Add(1)
+	c.be.EventRead()
+	return true
+}
+
+// Ack acknowledges n completion events of the CQ that Wait or TryWait
+// returned (ibv_ack_cq_events). It is one atomic add, so acknowledge in
+// batches or one by one as suits; Close refuses to destroy a CQ while
+// events it delivered are unacknowledged.
+func (c *CQ) Ack(n int) {
+	if n > 0 {
+		c.acked.Add(uint64(n))
+	}
+}
+
+// Unacked returns how many delivered completion events are not yet acknowledged.
+func (c *CQ) Unacked() int {
+	d, a := c.delivered.Load(), c.acked.Load()
+	if a >= d {
+		return 0
+	}
+	return int(d - a)
+}
+
+// Close destroys the CQ (ibv_destroy_cq).
+//
+// Where ibv_destroy_cq blocks until every event it reported is
+// acknowledged, possibly forever, Close never blocks: while events that
+// Wait or TryWait delivered for the CQ are unacknowledged, it leaves the
+// CQ alone and returns an error that wraps EBUSY and says how many are
+// unacknowledged; Ack them and Close again. Events read but not yet
+// delivered are dropped. Close also fails with EBUSY while a QP uses the
+// CQ, and with ErrClosed the second time.
+func (c *CQ) Close() error {
+	const op = "destroy cq"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
+	}
+	if n := c.Unacked(); n > 0 {
+		return &OpError{Op: op, Device: c.dev, Err: &busyError{n: n, what: "completion event", verb: "not acknowledged (CQ.Ack)"}}
 	}
 	if _, _, err := c.be.Destroy(); err != nil {
 		return err
 	}
 	c.closed = true
 	if c.cfg.Channel != nil {
-		c.cfg.Channel.detach()
+		c.cfg.Channel.detach(c.user)
 	}
 	return nil
 }
+
+// busyError says how many things keep an object busy; it wraps EBUSY.
+type busyError struct {
+	n          int
+	what, verb string
+}
+
+func (e *busyError) Error() string {
+	s := strconv.Itoa(e.n) + " " + e.what
+	if e.n != 1 {
+		s += "s"
+	}
+	return s + " " + e.verb + ": " + syscall.EBUSY.Error()
+}
+
+func (e *busyError) Unwrap() error { return syscall.EBUSY }

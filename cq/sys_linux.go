@@ -1,7 +1,36 @@
 package cq
 
-import "golang.org/x/sys/unix"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+)
 
 func setNonblock(fd int, on bool) error { return unix.SetNonblock(fd, on) }
 
 func closeFD(fd int) { unix.Close(fd) }
+
+// readAll reads struct ib_uverbs_comp_event_desc records (8 bytes, one
+// per read) until EAGAIN or the pending buffer is full. Stopping early is
+// safe: the next Wait or TryWait reads again before it parks.
+func (ch *Channel) readAll(fd int) {
+	ch.lastRead = 0
+	for ch.n < len(ch.pending) {
+		n, err := unix.Read(fd, ch.rbuf[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return
+		case err != nil:
+			ch.readErr = err // EIO once the device is gone
+			return
+		case n != len(ch.rbuf):
+			ch.readErr = unix.EIO
+			return
+		}
+		ch.pending[(ch.head+ch.n)%len(ch.pending)] = binary.NativeEndian.Uint64(ch.rbuf[:])
+		ch.n++
+		ch.lastRead++
+	}
+}

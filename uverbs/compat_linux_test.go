@@ -7,6 +7,7 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/internal/transport"
 	"github.com/goverbs/goverbs/uapi"
 	"github.com/goverbs/goverbs/uverbs"
@@ -67,7 +68,7 @@ func TestOldKernelPaths(t *testing.T) {
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey); err != nil {
 		t.Fatal(err)
 	}
-	ah, err := pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: sysfsGID(t, 1), SGIDIndex: 1, HopLimit: 1}})
+	ah, err := pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: rdmatest.GID(t, 1), SGIDIndex: 1, HopLimit: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,59 +5,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
-
-// connectRC brings two RC QPs of one device to RTS, each other's peer.
-func connectRC(t *testing.T, a, b *uverbs.QP) {
-	t.Helper()
-	gid := sysfsGID(t, 1)
-	for _, p := range []struct{ qp, peer *uverbs.QP }{{a, b}, {b, a}} {
-		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1,
-			AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite | uverbs.AccessRemoteAtomic},
-			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: p.peer.QPN(),
-			RQPSN: 100, MaxDestRdAtomic: 4, MinRNRTimer: 1,
-			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
-			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
-		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
-			uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-				uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
-	}
-}
-
-// pollN polls until n completions arrived or 10 s passed.
-func pollN(t *testing.T, q *cq.CQ, n int) []cq.WC {
-	t.Helper()
-	out := make([]cq.WC, 0, n)
-	buf := make([]cq.WC, 16)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(out) < n {
-		k, err := q.Poll(buf[:min(len(buf), n-len(out))])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, buf[:k]...)
-		if k == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("got %d of %d completions in 10 s: %+v", len(out), n, out)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return out
-}
 
 func TestRCDataPath(t *testing.T) {
 	e := newQPEnv(t)
 	a, b := e.qp(t, uverbs.RC), e.qp(t, uverbs.RC)
-	connectRC(t, a, b)
+	rdmatest.ConnectRC(t, a, b)
 	buf, err := uverbs.AllocBuffer(1 << 16)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +39,7 @@ func TestRCDataPath(t *testing.T) {
 		Imm: 0xdeadbeef, SGL: []uverbs.SGE{mr.SGE(0, 10)}}}); err != nil {
 		t.Fatal(err)
 	}
-	wcs := pollN(t, e.cq, 2)
+	wcs := rdmatest.PollN(t, e.cq, 2)
 	byID := map[uint64]cq.WC{}
 	for _, w := range wcs {
 		if w.Status != cq.Success {
@@ -108,7 +67,7 @@ func TestRCDataPath(t *testing.T) {
 		Imm: 42, SGL: []uverbs.SGE{mr.SGE(100, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range pollN(t, e.cq, 2) {
+	for _, w := range rdmatest.PollN(t, e.cq, 2) {
 		switch w.WRID {
 		case 2:
 			if w.Status != cq.Success || w.Opcode != cq.OpRDMAWrite {
@@ -129,7 +88,7 @@ func TestRCDataPath(t *testing.T) {
 		SGL: []uverbs.SGE{mr.SGE(200, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
-	if w := pollN(t, e.cq, 1)[0]; w.WRID != 3 || w.Status != cq.Success || w.Opcode != cq.OpRDMARead || w.ByteLen != 7 {
+	if w := rdmatest.PollN(t, e.cq, 1)[0]; w.WRID != 3 || w.Status != cq.Success || w.Opcode != cq.OpRDMARead || w.ByteLen != 7 {
 		t.Errorf("read completion %+v", w)
 	}
 	if string(mem[200:207]) != "written" {
@@ -142,7 +101,7 @@ func TestRCDataPath(t *testing.T) {
 		SGL: []uverbs.SGE{mr.SGE(300, 8)}, RemoteAddr: mr.Addr() + 16384, RKey: mr.RKey(), CompareAdd: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if w := pollN(t, e.cq, 1)[0]; w.Status != cq.Success || w.Opcode != cq.OpFetchAdd {
+	if w := rdmatest.PollN(t, e.cq, 1)[0]; w.Status != cq.Success || w.Opcode != cq.OpFetchAdd {
 		t.Errorf("fetch-add completion %+v", w)
 	}
 	if old, now := binary.NativeEndian.Uint64(mem[300:]), binary.NativeEndian.Uint64(mem[16384:]); old != 40 || now != 42 {
@@ -158,7 +117,7 @@ func TestRCDataPath(t *testing.T) {
 		SGL: []uverbs.SGE{{Addr: addrOf(payload), Length: uint32(len(payload))}}}}); err != nil {
 		t.Fatal(err)
 	}
-	pollN(t, e.cq, 2)
+	rdmatest.PollN(t, e.cq, 2)
 	if string(mem[4096:4103]) != "inline!" {
 		t.Errorf("inline send gave %q", mem[4096:4103])
 	}
@@ -167,7 +126,7 @@ func TestRCDataPath(t *testing.T) {
 func TestPostBadInput(t *testing.T) {
 	e := newQPEnv(t)
 	a, b := e.qp(t, uverbs.RC), e.qp(t, uverbs.RC)
-	connectRC(t, a, b)
+	rdmatest.ConnectRC(t, a, b)
 	mem := make([]byte, 4096)
 	mr, err := e.pd.RegMR(mem, uverbs.AccessLocalWrite)
 	if err != nil {

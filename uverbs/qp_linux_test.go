@@ -2,33 +2,15 @@ package uverbs_test
 
 import (
 	"errors"
-	"net"
-	"os"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
-
-// sysfsGID reads GID index i of rxe0's port 1.
-func sysfsGID(t *testing.T, i int) uverbs.GID {
-	t.Helper()
-	b, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/gids/" + string(rune('0'+i)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := net.ParseIP(strings.TrimSpace(string(b)))
-	if ip == nil {
-		t.Fatalf("GID %d: %q", i, b)
-	}
-	var g uverbs.GID
-	copy(g[:], ip.To16())
-	return g
-}
 
 type qpEnv struct {
 	ctx *uverbs.Context
@@ -61,20 +43,6 @@ func (e *qpEnv) qp(t *testing.T, typ uverbs.QPType) *uverbs.QP {
 	return qp
 }
 
-func mustModify(t *testing.T, qp *uverbs.QP, a uverbs.QPAttr, m uverbs.QPAttrMask) {
-	t.Helper()
-	if err := qp.Modify(&a, m); err != nil {
-		t.Fatal(err)
-	}
-	got, err := qp.Query(uverbs.QPAttrState)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != a.State {
-		t.Fatalf("QP %d is %v after modify to %v", qp.QPN(), got.State, a.State)
-	}
-}
-
 // Two RC QPs connected to each other in loopback over GID index 1 (RoCE
 // v2 on rxe) reach RTS, with every attribute a RoCE v2 connection needs.
 func TestRCLoopbackToRTS(t *testing.T) {
@@ -87,22 +55,22 @@ func TestRCLoopbackToRTS(t *testing.T) {
 	if c := a.Cap(); c.MaxSendWR < 16 || c.MaxRecvWR < 16 || c.MaxInlineData < 64 {
 		t.Errorf("cap %+v smaller than asked", c)
 	}
-	gid := sysfsGID(t, 1)
+	gid := rdmatest.GID(t, 1)
 	const psnA, psnB = 0x123, 0x456
 	for _, p := range []struct {
 		qp           *uverbs.QP
 		remote       uint32
 		rqPSN, sqPSN uint32
 	}{{a, b.QPN(), psnB, psnA}, {b, a.QPN(), psnA, psnB}} {
-		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPInit, PKeyIndex: 0, Port: 1,
+		rdmatest.Modify(t, p.qp, uverbs.QPAttr{State: uverbs.QPInit, PKeyIndex: 0, Port: 1,
 			AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite},
 			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: 3 /* 1024 */, DestQPN: p.remote,
+		rdmatest.Modify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: 3 /* 1024 */, DestQPN: p.remote,
 			RQPSN: p.rqPSN, MaxDestRdAtomic: 1, MinRNRTimer: 12,
 			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
 			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
 				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
-		mustModify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: p.sqPSN, Timeout: 14, RetryCnt: 7,
+		rdmatest.Modify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: p.sqPSN, Timeout: 14, RetryCnt: 7,
 			RNRRetry: 7, MaxRdAtomic: 1},
 			uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
 				uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
@@ -126,12 +94,12 @@ func TestRCLoopbackToRTS(t *testing.T) {
 func TestUDToRTS(t *testing.T) {
 	e := newQPEnv(t)
 	qp := e.qp(t, uverbs.UD)
-	mustModify(t, qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: 0x11111111},
+	rdmatest.Modify(t, qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: 0x11111111},
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey)
-	mustModify(t, qp, uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState)
-	mustModify(t, qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 7}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
+	rdmatest.Modify(t, qp, uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState)
+	rdmatest.Modify(t, qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 7}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
 	ah, err := e.pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1,
-		GRH: uverbs.GlobalRoute{DGID: sysfsGID(t, 1), SGIDIndex: 1, HopLimit: 64}})
+		GRH: uverbs.GlobalRoute{DGID: rdmatest.GID(t, 1), SGIDIndex: 1, HopLimit: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
