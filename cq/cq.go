@@ -15,12 +15,15 @@ type Backend interface {
 	Handle() uint32
 	// Size is the number of CQEs the CQ holds, at least the size asked for.
 	Size() int
-	// Poll moves up to len(wcs) completions into wcs and returns how many.
-	Poll(wcs []WC) int
+	// Poll moves up to len(wcs) completions into wcs and returns how many,
+	// or an error once the CQ is broken (an overrun lost completions).
+	Poll(wcs []WC) (int, error)
 	// ReqNotify arms the CQ for its next, or next solicited, completion.
 	ReqNotify(solicitedOnly bool) error
 	// EventRead is told of each completion event delivered for the CQ.
 	EventRead()
+	// Resize makes the CQ hold at least n entries, keeping what it holds.
+	Resize(n int) (int, error)
 	// Destroy destroys the CQ in the kernel and releases the provider's
 	// ring, returning how many completion and async events the kernel
 	// reported for it.
@@ -152,9 +155,28 @@ func (c *CQ) Poll(wcs []WC) (int, error) {
 		c.mu.Unlock()
 		return 0, errPollClosed
 	}
-	n := c.be.Poll(wcs)
+	n, err := c.be.Poll(wcs)
 	c.mu.Unlock()
-	return n, nil
+	return n, err
+}
+
+// Resize makes the CQ hold at least n completions (ibv_resize_cq),
+// keeping the ones it holds, in order. It fails with EINVAL when n is
+// below what the CQ holds now or above the device's maximum.
+func (c *CQ) Resize(n int) error {
+	const op = "resize cq"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
+	}
+	if n < 1 {
+		return &OpError{Op: op, Device: c.dev, Err: fmt.Errorf("size %d, want at least 1: %w", n, syscall.EINVAL)}
+	}
+	if _, err := c.be.Resize(n); err != nil {
+		return &OpError{Op: op, Device: c.dev, Err: fmt.Errorf("to %d entries: %w", n, err)}
+	}
+	return nil
 }
 
 // ReqNotify arms the CQ (ibv_req_notify_cq): the next completion added to

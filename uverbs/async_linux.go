@@ -35,6 +35,9 @@ type asyncEvents struct {
 	// drops those).
 	mu   sync.RWMutex
 	acks map[asyncKey]*atomic.Uint32 // guarded by mu
+
+	// onEvent, set at Open, sees every event read (a CQ_ERR breaks its CQ).
+	onEvent func(AsyncEvent)
 }
 
 // asyncKey names an object async events can name.
@@ -83,6 +86,9 @@ func (s *asyncEvents) read(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok
 	}
 	if k := ev.Kind(); k >= ElementCQ && s.acks != nil {
 		ev.acks = s.acks[asyncKey{k, ev.Element}]
+	}
+	if s.onEvent != nil {
+		s.onEvent(ev)
 	}
 	return ev, true, nil
 }

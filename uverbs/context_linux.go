@@ -31,6 +31,7 @@ type Context struct {
 	async   *os.File         // the async event fd, non-blocking
 	events  asyncEvents      // reading and counting async events
 	vectors int
+	cqs     sync.Map // CQ event handle (uint64) -> *cqBackend, for async CQ_ERR
 
 	// mu is held for reading by every call that uses fd, and for writing
 	// by Close, so the fd number is never reused under a call.
@@ -111,6 +112,7 @@ func (d Device) Open() (*Context, error) {
 		async:   os.NewFile(uintptr(asyncFD), d.Name+"-async"),
 		vectors: int(kctx.NumCompVectors),
 	}
+	c.events.onEvent = c.noteAsync
 	// A forgotten Context closes its fd; the kernel then destroys every
 	// object on it. The argument is the fd alone, never c.
 	c.cleanup = runtime.AddCleanup(c, func(fd int) { unix.Close(fd) }, fd)

@@ -50,7 +50,9 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 			c.untrackAsync(ElementCQ, r.UserHandle)
 			return nil, c.opErr(op, fmt.Errorf("%d entries: %w", r.Size, err))
 		}
-		return &cqBackend{CQ: pcq, ctx: c, user: r.UserHandle, acks: acks}, nil
+		b := &cqBackend{CQ: pcq, ctx: c, user: r.UserHandle, acks: acks}
+		c.cqs.Store(r.UserHandle, b)
+		return b, nil
 	}, opts...)
 }
 
@@ -59,12 +61,36 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 // context.
 type cqBackend struct {
 	provider.CQ
-	ctx  *Context
-	user uint64         // the kernel user handle: async events name the CQ by it
-	acks *atomic.Uint32 // async events about the CQ acknowledged
+	ctx    *Context
+	user   uint64         // the kernel user handle: async events name the CQ by it
+	acks   *atomic.Uint32 // async events about the CQ acknowledged
+	broken atomic.Pointer[error]
+}
+
+// Poll polls the provider's ring, or fails once an async CQ_ERR said the
+// CQ overran: its ring then misses completions, so none is trusted.
+func (b *cqBackend) Poll(wcs []cq.WC) (int, error) {
+	if e := b.broken.Load(); e != nil {
+		return 0, *e
+	}
+	return b.CQ.Poll(wcs), nil
+}
+
+// fail marks the CQ broken.
+func (b *cqBackend) fail(err error) { b.broken.CompareAndSwap(nil, &err) }
+
+func (b *cqBackend) Resize(n int) (int, error) {
+	if err := b.ctx.use("resize cq"); err != nil {
+		return 0, ErrClosed
+	}
+	defer b.ctx.done()
+	return b.CQ.Resize(n)
 }
 
 func (b *cqBackend) ReqNotify(solicitedOnly bool) error {
+	if e := b.broken.Load(); e != nil {
+		return *e
+	}
 	if err := b.ctx.use("req notify cq"); err != nil {
 		return ErrClosed
 	}
@@ -84,7 +110,25 @@ func (b *cqBackend) Destroy() (uint32, uint32, error) {
 		return 0, 0, b.ctx.opErr(op, err)
 	}
 	b.ctx.untrackAsync(ElementCQ, b.user)
+	b.ctx.cqs.Delete(b.user)
 	return ev.Comp, ev.Async, nil
+}
+
+// ErrCQOverrun is the error of every Poll and ReqNotify on a CQ after the
+// device reported it overran (the async event CQ_ERR): completions were
+// lost, so its contents are not trusted. It wraps EOVERFLOW.
+var ErrCQOverrun = fmt.Errorf("cq overrun: completions were lost (async event CQ_ERR): %w", unix.EOVERFLOW)
+
+// noteAsync is told of every async event read; a CQ_ERR breaks its CQ.
+func (c *Context) noteAsync(ev AsyncEvent) {
+	if ev.Type != EventCQErr {
+		return
+	}
+	if h, ok := ev.CQHandle(); ok {
+		if b, ok := c.cqs.Load(h); ok {
+			b.(*cqBackend).fail(&OpError{Op: "poll cq", Device: c.dev.Name, Err: ErrCQOverrun})
+		}
+	}
 }
 
 // backendOf returns the context-side backend of a CQ made by NewCQ.

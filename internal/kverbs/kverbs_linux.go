@@ -309,3 +309,23 @@ func PostSendDoorbell(c *transport.Conn, cmd *transport.Cmd, qp uint32) error {
 	req.WqeSize = sizeofIBVSendWR
 	return c.WriteRaw(cmd)
 }
+
+// ResizeCQ asks the kernel to resize a CQ to at least cqe entries and
+// returns the new size; the driver's response is copied into uhwOut.
+func ResizeCQ(c *transport.Conn, handle, cqe uint32, uhwOut []byte) (uint32, error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	req := transport.As[uapi.IBUverbsResizeCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_RESIZE_CQ, false,
+		transport.SizeOf[uapi.IBUverbsResizeCQ](), transport.SizeOf[uapi.IBUverbsResizeCQResp]()))
+	req.CQHandle = handle
+	req.CQE = cqe
+	var out []byte
+	if len(uhwOut) > 0 {
+		out = cmd.WriteUHWOut(len(uhwOut))
+	}
+	if err := c.Invoke(cmd); err != nil {
+		return 0, err
+	}
+	copy(uhwOut, out)
+	return transport.As[uapi.IBUverbsResizeCQResp](cmd.CoreOut()).CQE, nil
+}

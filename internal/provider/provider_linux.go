@@ -43,6 +43,9 @@ type CQ interface {
 	// EventRead is called for each completion event read for the CQ
 	// (mlx5 advances its arm sequence number there).
 	EventRead()
+	// Resize makes the CQ hold at least n entries, keeping the
+	// completions it holds, in order, and returns the new size.
+	Resize(n int) (int, error)
 	// Destroy destroys the CQ in the kernel, then releases its ring.
 	Destroy() (kverbs.Events, error)
 	// Release releases the ring without the kernel (its context is gone).

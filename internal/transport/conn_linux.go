@@ -60,6 +60,10 @@ func NewConn(fd int, driverID uint32) *Conn {
 	return &Conn{fd: fd, driverID: driverID}
 }
 
+// FD returns the uverbs fd the Conn issues commands on (for providers'
+// mmaps).
+func (c *Conn) FD() int { return c.fd }
+
 // DriverID returns the driver id the Conn stamps on ioctls.
 func (c *Conn) DriverID() uint32 { return c.driverID }
 

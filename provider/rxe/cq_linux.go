@@ -117,6 +117,25 @@ func (q *CQ) ReqNotify(solicitedOnly bool) error {
 	return kverbs.ReqNotifyCQ(q.conn, q.notify, q.handle, solicitedOnly)
 }
 
+// Resize resizes the CQ in the kernel (RESIZE_CQ), which copies the
+// unconsumed completions into a new ring (from our consumer index, which
+// Poll keeps current in the ring), then maps the new ring. rxe refuses a
+// size below the number of completions held (EINVAL).
+func (q *CQ) Resize(n int) (int, error) {
+	var resp uapi.RxeResizeCQResp
+	cqe, err := kverbs.ResizeCQ(q.conn, q.handle, uint32(n), bytesOf(&resp))
+	if err != nil {
+		return q.size, err
+	}
+	ring, err := mapQueue(q.conn.FD(), resp.Mi, unsafe.Sizeof(uapi.IBUverbsWC{}))
+	if err != nil {
+		return q.size, fmt.Errorf("rxe resized cq ring: %w", err)
+	}
+	q.ring.unmap()
+	q.ring, q.size = ring, int(cqe)
+	return q.size, nil
+}
+
 // EventRead does nothing: rxe has no arm sequence number.
 func (q *CQ) EventRead() {}
 
