@@ -50,6 +50,7 @@ var (
 	flagKeep    = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
 	flagQuiet   = flag.Bool("q", false, "do not pass -test.v to the test binaries")
 	flagNoRDMA  = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
+	flagEnv     = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
 )
 
 // guestPackages are Debian packages put into every guest: rdma-core's
@@ -348,6 +349,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 	if *flagNoRDMA {
 		p.RDMALinks = nil
 	}
+	p.Env = splitList(*flagEnv)
 	switch mode {
 	case "demo":
 		g.tool = filepath.Join(dir, "goverbs")
