@@ -150,4 +150,3 @@ func TestSoak(t *testing.T) {
 	t.Logf("%d completions (%d messages) in %v: %.0f completions/s, %d events",
 		nsend+nrecv, msgs, took.Round(time.Millisecond), float64(nsend+nrecv)/took.Seconds(), events)
 }
-
