@@ -693,3 +693,32 @@ func TestPollAllocatesNothing(t *testing.T) {
 		t.Errorf("ReqNotify allocates %v times per call", n)
 	}
 }
+
+// Closing a channel ends a Wait in progress with ErrClosed.
+func TestCloseEndsWait(t *testing.T) {
+	c := rdmatest.Open(t)
+	ch, err := c.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.Wait(context.Background())
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, cq.ErrClosed) {
+			t.Errorf("Wait after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the Wait")
+	}
+	if _, err := ch.TryWait(); !errors.Is(err, cq.ErrClosed) {
+		t.Errorf("TryWait after Close: %v, want ErrClosed", err)
+	}
+}
