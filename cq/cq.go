@@ -1,6 +1,7 @@
 package cq
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -251,6 +252,15 @@ func (c *CQ) Close() error {
 		return &OpError{Op: op, Device: c.dev, Err: &busyError{n: n, what: "completion event", verb: "not acknowledged (CQ.Ack)"}}
 	}
 	if _, _, err := c.be.Destroy(); err != nil {
+		if !errors.Is(err, ErrClosed) {
+			return err // EBUSY (a QP uses it) and the like: the CQ lives on
+		}
+		// The device context is closed: the kernel destroyed the CQ with it
+		// and the backend released the ring, so the CQ is gone all the same.
+		c.closed = true
+		if c.cfg.Channel != nil {
+			c.cfg.Channel.detach(c.user)
+		}
 		return err
 	}
 	c.closed = true

@@ -102,6 +102,7 @@ func (b *cqBackend) Destroy() (uint32, uint32, error) {
 	const op = "destroy cq"
 	if err := b.ctx.use(op); err != nil {
 		b.CQ.Release() // the context's close destroyed it in the kernel
+		b.ctx.cqs.Delete(b.user)
 		return 0, 0, err
 	}
 	defer b.ctx.done()

@@ -110,6 +110,14 @@ func TestCQUseAfterContextClose(t *testing.T) {
 	if err := q.Close(); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("closing a CQ after its context: %v", err)
 	}
+	// The CQ is gone with its context: its ring is unmapped, and polling
+	// it is an error, not a crash.
+	if _, err := q.Poll(make([]cq.WC, 4)); !errors.Is(err, cq.ErrClosed) {
+		t.Errorf("Poll after the context closed: %v", err)
+	}
+	if err := q.Close(); !errors.Is(err, cq.ErrClosed) {
+		t.Errorf("second Close: %v", err)
+	}
 	if _, err := c.NewCQ(8); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("NewCQ after Close: %v", err)
 	}

@@ -103,7 +103,7 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	ctx := q.pd.ctx
 	q.recvMu.Lock()
 	defer q.recvMu.Unlock()
-	if q.isClosed() {
+	if q.isClosed() || ctx.closed.Load() {
 		return 0, ctx.opErr(op, ErrClosed)
 	}
 	if cap(q.recvWRs) < len(wrs) {
