@@ -36,22 +36,14 @@ func GetContext(c *transport.Conn, uhwIn, uhwOut []byte) (Context, error) {
 	defer putCmd(cmd)
 	cmd.Reset(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_GET_CONTEXT)
 	vec := cmd.Out(uapi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, 4, false)
-	if len(uhwIn) > 0 {
-		copy(cmd.UHWIn(len(uhwIn)), uhwIn)
-	}
-	var uo transport.Handle = -1
-	if len(uhwOut) > 0 {
-		uo = cmd.UHWOut(len(uhwOut))
-	}
+	uo := ioctlUHW(cmd, uhwIn, len(uhwOut))
 	err := c.Invoke(cmd)
 	if err == nil {
 		ctx := Context{NumCompVectors: 1, AsyncFD: -1}
 		if b := cmd.Output(vec); b != nil {
 			ctx.NumCompVectors = ne.Uint32(b)
 		}
-		if uo >= 0 {
-			copy(uhwOut, cmd.Output(uo))
-		}
+		copy(uhwOut, cmd.Output(uo))
 		return ctx, nil
 	}
 	if !unsupported(err) {
@@ -60,13 +52,7 @@ func GetContext(c *transport.Conn, uhwIn, uhwOut []byte) (Context, error) {
 	req := cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_GET_CONTEXT, false,
 		transport.SizeOf[uapi.IBUverbsGetContext](), transport.SizeOf[uapi.IBUverbsGetContextResp]())
 	_ = req
-	if len(uhwIn) > 0 {
-		copy(cmd.WriteUHWIn(len(uhwIn)), uhwIn)
-	}
-	var out []byte
-	if len(uhwOut) > 0 {
-		out = cmd.WriteUHWOut(len(uhwOut))
-	}
+	out := writeUHW(cmd, uhwIn, len(uhwOut))
 	if err := c.Invoke(cmd); err != nil {
 		return Context{}, err
 	}
@@ -202,13 +188,7 @@ func CreateCQ(c *transport.Conn, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
 		cmd.Flags32(uapi.UVERBS_ATTR_CREATE_CQ_FLAGS, r.Flags)
 	}
 	cqe := cmd.Out(uapi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, 4, true)
-	if len(uhwIn) > 0 {
-		copy(cmd.UHWIn(len(uhwIn)), uhwIn)
-	}
-	var uo transport.Handle = -1
-	if len(uhwOut) > 0 {
-		uo = cmd.UHWOut(len(uhwOut))
-	}
+	uo := ioctlUHW(cmd, uhwIn, len(uhwOut))
 	if err := c.Invoke(cmd); err != nil {
 		return CQ{}, err
 	}
@@ -216,9 +196,7 @@ func CreateCQ(c *transport.Conn, r CQReq, uhwIn, uhwOut []byte) (CQ, error) {
 	if b := cmd.Output(cqe); b != nil {
 		out.CQE = ne.Uint32(b)
 	}
-	if uo >= 0 {
-		copy(uhwOut, cmd.Output(uo))
-	}
+	copy(uhwOut, cmd.Output(uo))
 	return out, nil
 }
 
@@ -233,13 +211,7 @@ func createCQWrite(c *transport.Conn, cmd *transport.Cmd, r CQReq, uhwIn, uhwOut
 	req.CQE = r.CQE
 	req.CompVector = r.Vector
 	req.CompChannel = int32(r.Channel)
-	if len(uhwIn) > 0 {
-		copy(cmd.WriteUHWIn(len(uhwIn)), uhwIn)
-	}
-	var out []byte
-	if len(uhwOut) > 0 {
-		out = cmd.WriteUHWOut(len(uhwOut))
-	}
+	out := writeUHW(cmd, uhwIn, len(uhwOut))
 	if err := c.Invoke(cmd); err != nil {
 		return CQ{}, err
 	}
@@ -319,10 +291,7 @@ func ResizeCQ(c *transport.Conn, handle, cqe uint32, uhwOut []byte) (uint32, err
 		transport.SizeOf[uapi.IBUverbsResizeCQ](), transport.SizeOf[uapi.IBUverbsResizeCQResp]()))
 	req.CQHandle = handle
 	req.CQE = cqe
-	var out []byte
-	if len(uhwOut) > 0 {
-		out = cmd.WriteUHWOut(len(uhwOut))
-	}
+	out := writeUHW(cmd, nil, len(uhwOut))
 	if err := c.Invoke(cmd); err != nil {
 		return 0, err
 	}

@@ -51,13 +51,7 @@ func CreateQP(c *transport.Conn, r QPReq, uhwIn, uhwOut []byte) (QP, error) {
 		}
 		capOut := cmd.Out(uapi.UVERBS_ATTR_CREATE_QP_RESP_CAP, transport.SizeOf[QPCap](), true)
 		qpn := cmd.Out(uapi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, 4, true)
-		if len(uhwIn) > 0 {
-			copy(cmd.UHWIn(len(uhwIn)), uhwIn)
-		}
-		var uo transport.Handle = -1
-		if len(uhwOut) > 0 {
-			uo = cmd.UHWOut(len(uhwOut))
-		}
+		uo := ioctlUHW(cmd, uhwIn, len(uhwOut))
 		if err := c.Invoke(cmd); err != nil {
 			return QP{}, err
 		}
@@ -68,9 +62,7 @@ func CreateQP(c *transport.Conn, r QPReq, uhwIn, uhwOut []byte) (QP, error) {
 		if b := cmd.Output(qpn); b != nil {
 			out.QPN = ne.Uint32(b)
 		}
-		if uo >= 0 {
-			copy(uhwOut, cmd.Output(uo))
-		}
+		copy(uhwOut, cmd.Output(uo))
 		return out, nil
 	}
 	req := transport.As[uapi.IBUverbsCreateQP](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_CREATE_QP, false,
@@ -90,13 +82,7 @@ func CreateQP(c *transport.Conn, r QPReq, uhwIn, uhwOut []byte) (QP, error) {
 	if r.HasSRQ {
 		req.IsSRQ = 1
 	}
-	if len(uhwIn) > 0 {
-		copy(cmd.WriteUHWIn(len(uhwIn)), uhwIn)
-	}
-	var out []byte
-	if len(uhwOut) > 0 {
-		out = cmd.WriteUHWOut(len(uhwOut))
-	}
+	out := writeUHW(cmd, uhwIn, len(uhwOut))
 	if err := c.Invoke(cmd); err != nil {
 		return QP{}, err
 	}
@@ -166,10 +152,7 @@ func CreateAH(c *transport.Conn, pd uint32, userHandle uint64, attr *uapi.IBUver
 	req.UserHandle = userHandle
 	req.PDHandle = pd
 	req.Attr = *attr
-	var out []byte
-	if len(uhwOut) > 0 {
-		out = cmd.WriteUHWOut(len(uhwOut))
-	}
+	out := writeUHW(cmd, nil, len(uhwOut))
 	if err := c.Invoke(cmd); err != nil {
 		return 0, err
 	}
