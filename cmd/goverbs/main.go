@@ -1,61 +1,75 @@
-// Command goverbs is the goverbs tool: one static binary for RDMA work
-// from a shell.
+// Command goverbs is the goverbs tool: one static binary (CGO_ENABLED=0)
+// for RDMA work from a shell.
 //
 // Usage:
 //
-//	goverbs devices    list RDMA devices, like ibv_devices, with what sysfs says of each
+//	goverbs devices                       list RDMA devices (ibv_devices)
+//	goverbs devinfo [-d DEV] [-i PORT] [-v]   device and port details (ibv_devinfo)
+//	goverbs link add NAME type rxe netdev IF  create a soft-RoCE device (rdma link add)
+//	goverbs link del NAME                 delete one
+//	goverbs link show                     list RDMA links
+//	goverbs pingpong [flags] [server]     RC ping-pong, wire-compatible with ibv_rc_pingpong
 //
-// More subcommands (devinfo, link, pingpong, perf) follow.
+// Errors are one line naming what failed and why, with a hint when a
+// device, module or permission is missing; the exit status is 1 on
+// failure and 2 on a usage error, as rdma-core's tools do.
 package main
 
 import (
 	"fmt"
 	"os"
-	"text/tabwriter"
-
-	"github.com/goverbs/goverbs/uverbs"
+	"sort"
 )
 
+// command is one subcommand: it gets its arguments (without its name)
+// and returns the exit status.
+type command struct {
+	run     func(args []string) int
+	summary string
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func([]string) int) {
+	commands[name] = command{run: run, summary: summary}
+}
+
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: goverbs devices")
-	os.Exit(2)
+	fmt.Fprintln(os.Stderr, "usage: goverbs COMMAND [ARGS]")
+	fmt.Fprintln(os.Stderr, "commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+	}
 }
 
 func main() {
 	if len(os.Args) < 2 {
 		usage()
+		os.Exit(2)
 	}
-	switch os.Args[1] {
-	case "devices":
-		os.Exit(devices())
-	case "-h", "-help", "--help", "help":
+	name := os.Args[1]
+	if name == "-h" || name == "-help" || name == "--help" || name == "help" {
 		usage()
-	default:
-		fmt.Fprintf(os.Stderr, "goverbs: unknown command %q\n", os.Args[1])
-		usage()
+		os.Exit(0)
 	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "goverbs: unknown command %q\n", name)
+		usage()
+		os.Exit(2)
+	}
+	os.Exit(c.run(os.Args[2:]))
 }
 
-func devices() int {
-	devs, err := uverbs.Devices()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "goverbs:", err)
-		return 1
-	}
-	if len(devs) == 0 {
-		fmt.Fprintln(os.Stderr, "goverbs: no RDMA devices found (load a driver, or create a soft-RoCE device: rdma link add rxe0 type rxe netdev IF)")
-		return 1
-	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(w, "device\tnode GUID\tuverbs\tABI\tnetdev/driver")
-	fmt.Fprintln(w, "------\t---------\t------\t---\t-------------")
-	for _, d := range devs {
-		under := d.Parent
-		if under == "" {
-			under = d.Driver
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", d.Name, d.NodeGUID, d.Path, d.ABIVersion, under)
-	}
-	w.Flush()
-	return 0
+// fail prints one error line, with a hint for the usual causes, and
+// returns exit status 1.
+func fail(format string, args ...any) int {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintln(os.Stderr, "goverbs: "+msg+hint(msg))
+	return 1
 }
