@@ -350,12 +350,14 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		p.RDMALinks = nil
 	}
 	p.Env = splitList(*flagEnv)
+	// The goverbs tool goes into every guest: the demo runs it, and the
+	// interop tests run it beside rdma-core's tools.
+	g.tool = filepath.Join(dir, "goverbs")
+	if _, err := goCmd(ctx, root, arch, "build", "-o", g.tool, "./cmd/goverbs"); err != nil {
+		return nil, err
+	}
 	switch mode {
 	case "demo":
-		g.tool = filepath.Join(dir, "goverbs")
-		if _, err := goCmd(ctx, root, arch, "build", "-o", g.tool, "./cmd/goverbs"); err != nil {
-			return nil, err
-		}
 		p.Steps = []plan.Step{
 			{Name: "goverbs devices", Argv: []string{"/bin/goverbs", "devices"}, TimeoutSec: 60},
 			{Name: "rdma-core: ibv_devinfo -d rxe0", Argv: []string{"/usr/bin/ibv_devinfo", "-d", "rxe0"},

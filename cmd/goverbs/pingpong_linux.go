@@ -1,0 +1,419 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+func init() {
+	register("pingpong", "RC ping-pong, wire-compatible with rdma-core's ibv_rc_pingpong", func(args []string) int {
+		return pingpong(os.Stdout, args)
+	})
+}
+
+// The work request ids ibv_rc_pingpong uses; its pending-bit logic needs
+// them to be distinct bits.
+const (
+	ppRecvWRID = 1
+	ppSendWRID = 2
+)
+
+// ppDest is one side's address, as ibv_rc_pingpong exchanges it over TCP:
+// "LID:QPN:PSN:GID", "%04x:%06x:%06x:%s" with the GID as 32 hex digits of
+// its bytes, in a 52-byte message that includes the C string's NUL.
+type ppDest struct {
+	LID uint16
+	QPN uint32
+	PSN uint32
+	GID uverbs.GID
+}
+
+const ppMsgLen = len("0000:000000:000000:00000000000000000000000000000000") + 1
+
+func (d ppDest) wire() []byte {
+	s := fmt.Sprintf("%04x:%06x:%06x:%s", d.LID, d.QPN, d.PSN, hex.EncodeToString(d.GID[:]))
+	b := make([]byte, ppMsgLen)
+	copy(b, s)
+	return b
+}
+
+func parseDest(b []byte) (ppDest, error) {
+	s, _, _ := strings.Cut(string(b), "\x00")
+	f := strings.Split(s, ":")
+	if len(f) != 4 || len(f[3]) != 32 {
+		return ppDest{}, fmt.Errorf("bad address message %q", s)
+	}
+	var d ppDest
+	lid, err1 := strconv.ParseUint(f[0], 16, 16)
+	qpn, err2 := strconv.ParseUint(f[1], 16, 24)
+	psn, err3 := strconv.ParseUint(f[2], 16, 24)
+	g, err4 := hex.DecodeString(f[3])
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return ppDest{}, fmt.Errorf("bad address message %q: %w", s, err)
+	}
+	d.LID, d.QPN, d.PSN = uint16(lid), uint32(qpn), uint32(psn)
+	copy(d.GID[:], g)
+	return d, nil
+}
+
+type ppConfig struct {
+	port    int
+	dev     string
+	ibPort  int
+	size    int
+	mtu     uverbs.MTU
+	rxDepth int
+	iters   int
+	sl      int
+	events  bool
+	gidx    int
+	server  string
+}
+
+func mtuOf(n int) (uverbs.MTU, bool) {
+	switch n {
+	case 256:
+		return uverbs.MTU256, true
+	case 512:
+		return uverbs.MTU512, true
+	case 1024:
+		return uverbs.MTU1024, true
+	case 2048:
+		return uverbs.MTU2048, true
+	case 4096:
+		return uverbs.MTU4096, true
+	}
+	return 0, false
+}
+
+func pingpong(out io.Writer, args []string) int {
+	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
+	var c ppConfig
+	var mtu int
+	fs.IntVar(&c.port, "p", 18515, "listen on/connect to TCP `port`")
+	fs.StringVar(&c.dev, "d", "", "use RDMA `device` (default: the first)")
+	fs.IntVar(&c.ibPort, "i", 1, "use `port` of the device")
+	fs.IntVar(&c.size, "s", 4096, "`size` of the messages")
+	fs.IntVar(&mtu, "m", 1024, "path `mtu`")
+	fs.IntVar(&c.rxDepth, "r", 500, "`number` of receives to post at a time")
+	fs.IntVar(&c.iters, "n", 1000, "`number` of exchanges")
+	fs.IntVar(&c.sl, "l", 0, "service `level`")
+	fs.BoolVar(&c.events, "e", false, "sleep on CQ events (default: poll)")
+	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (RoCE needs one)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: goverbs pingpong [flags]          start a server and wait for a connection")
+		fmt.Fprintln(fs.Output(), "       goverbs pingpong [flags] HOST     connect to the server at HOST")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		c.server = fs.Arg(0)
+	default:
+		fs.Usage()
+		return 2
+	}
+	var ok bool
+	if c.mtu, ok = mtuOf(mtu); !ok || c.port < 1 || c.port > 65535 || c.ibPort < 1 || c.size < 1 || c.rxDepth < 2 || c.iters < 1 {
+		fs.Usage()
+		return 2
+	}
+	if err := runPingpong(out, &c); err != nil {
+		return fail("pingpong: %v", err)
+	}
+	return 0
+}
+
+func runPingpong(out io.Writer, c *ppConfig) error {
+	var dev *uverbs.Context
+	var err error
+	if c.dev != "" {
+		dev, err = uverbs.Open(c.dev)
+	} else {
+		var devs []uverbs.Device
+		if devs, err = uverbs.Devices(); err == nil {
+			if len(devs) == 0 {
+				return errors.New("no RDMA devices found")
+			}
+			dev, err = devs[0].Open()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+
+	buf, err := uverbs.AllocBuffer(c.size)
+	if err != nil {
+		return err
+	}
+	defer buf.Close()
+	mem := buf.Bytes()
+	for i := range mem {
+		mem[i] = 0x7b
+	}
+	var ch *cq.Channel
+	if c.events {
+		if ch, err = dev.NewCompChannel(); err != nil {
+			return err
+		}
+		defer ch.Close()
+	}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	defer pd.Close()
+	mr, err := pd.RegMR(mem, uverbs.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	defer mr.Close()
+	opts := []cq.Option{}
+	if ch != nil {
+		opts = append(opts, cq.WithChannel(ch))
+	}
+	q, err := dev.NewCQ(c.rxDepth+1, opts...)
+	if err != nil {
+		return err
+	}
+	events := 0
+	defer func() { q.Ack(events); q.Close() }()
+	qp, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: q, RecvCQ: q,
+		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(c.rxDepth), MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	defer qp.Close()
+	sendFlags := uverbs.SendSignaled
+	if int(qp.Cap().MaxInlineData) >= c.size {
+		sendFlags |= uverbs.SendInline
+	}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort)},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		return err
+	}
+	recvWR := []uverbs.RecvWR{{WRID: ppRecvWRID, SGL: []uverbs.SGE{mr.SGE(0, c.size)}}}
+	postRecvs := func(n int) int {
+		for i := 0; i < n; i++ {
+			if _, err := qp.PostRecv(recvWR); err != nil {
+				return i
+			}
+		}
+		return n
+	}
+	routs := postRecvs(c.rxDepth)
+	if routs < c.rxDepth {
+		return fmt.Errorf("couldn't post receive (%d)", routs)
+	}
+	if c.events {
+		if err := q.ReqNotify(false); err != nil {
+			return err
+		}
+	}
+	port, err := dev.QueryPort(c.ibPort)
+	if err != nil {
+		return err
+	}
+	my := ppDest{LID: port.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff}
+	if port.LinkLayer != uverbs.LinkLayerEthernet && my.LID == 0 {
+		return errors.New("couldn't get local LID")
+	}
+	if c.gidx >= 0 {
+		g, err := dev.QueryGID(c.ibPort, c.gidx)
+		if err != nil {
+			return fmt.Errorf("can't read sgid of index %d: %w", c.gidx, err)
+		}
+		my.GID = g.GID
+	}
+	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.LID, my.QPN, my.PSN, my.GID)
+
+	connect := func(rem ppDest) error {
+		attr := uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: c.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN,
+			MaxDestRdAtomic: 1, MinRNRTimer: 12,
+			AH: uverbs.AHAttr{DLID: rem.LID, SL: uint8(c.sl), Port: uint8(c.ibPort)}}
+		if !allZero(rem.GID[8:]) { // the interface id: a GID is there
+			attr.AH.IsGlobal = true
+			attr.AH.GRH = uverbs.GlobalRoute{DGID: rem.GID, HopLimit: 1, SGIDIndex: uint8(max(c.gidx, 0))}
+		}
+		if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
+			uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer); err != nil {
+			return fmt.Errorf("failed to modify QP to RTR: %w", err)
+		}
+		attr = uverbs.QPAttr{State: uverbs.QPRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: my.PSN, MaxRdAtomic: 1}
+		if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
+			uverbs.QPAttrRNRRetry|uverbs.QPAttrSQPSN|uverbs.QPAttrMaxQPRdAtomic); err != nil {
+			return fmt.Errorf("failed to modify QP to RTS: %w", err)
+		}
+		return nil
+	}
+	var rem ppDest
+	if c.server != "" {
+		rem, err = ppClientExchange(c.server, c.port, my)
+		if err == nil {
+			err = connect(rem)
+		}
+	} else {
+		rem, err = ppServerExchange(c.port, my, connect)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.LID, rem.QPN, rem.PSN, rem.GID)
+
+	sendWR := []uverbs.SendWR{{WRID: ppSendWRID, Opcode: uverbs.WRSend, Flags: sendFlags, SGL: []uverbs.SGE{mr.SGE(0, c.size)}}}
+	pending := ppRecvWRID
+	if c.server != "" {
+		if _, err := qp.PostSend(sendWR); err != nil {
+			return fmt.Errorf("couldn't post send: %w", err)
+		}
+		pending |= ppSendWRID
+	}
+	start := time.Now()
+	scnt, rcnt := 0, 0
+	wcs := make([]cq.WC, 2)
+	for rcnt < c.iters || scnt < c.iters {
+		var n int
+		if c.events {
+			fired, err := ch.Wait(context.Background())
+			if err != nil {
+				return fmt.Errorf("failed to get cq_event: %w", err)
+			}
+			events++
+			if fired != q {
+				return errors.New("CQ event for an unknown CQ")
+			}
+			if err := q.ReqNotify(false); err != nil {
+				return err
+			}
+			if n, err = q.Poll(wcs); err != nil {
+				return err
+			}
+		} else {
+			for n == 0 {
+				if n, err = q.Poll(wcs); err != nil {
+					return err
+				}
+			}
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != cq.Success {
+				return fmt.Errorf("failed status %s (%d) for wr_id %d", wc.Status, wc.Status, wc.WRID)
+			}
+			switch wc.WRID {
+			case ppSendWRID:
+				scnt++
+			case ppRecvWRID:
+				if wc.ByteLen != uint32(c.size) {
+					return fmt.Errorf("received %d bytes, want %d", wc.ByteLen, c.size)
+				}
+				if routs--; routs <= 1 {
+					routs += postRecvs(c.rxDepth - routs)
+					if routs < c.rxDepth {
+						return fmt.Errorf("couldn't post receive (%d)", routs)
+					}
+				}
+				rcnt++
+			default:
+				return fmt.Errorf("completion for unknown wr_id %d", wc.WRID)
+			}
+			pending &^= int(wc.WRID)
+			if scnt < c.iters && pending == 0 {
+				if _, err := qp.PostSend(sendWR); err != nil {
+					return fmt.Errorf("couldn't post send: %w", err)
+				}
+				pending = ppRecvWRID | ppSendWRID
+			}
+		}
+	}
+	usec := float64(time.Since(start).Microseconds())
+	bytes := int64(c.size) * int64(c.iters) * 2
+	fmt.Fprintf(out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
+	fmt.Fprintf(out, "%d iters in %.2f seconds = %.2f usec/iter\n", c.iters, usec/1e6, usec/float64(c.iters))
+	for i, b := range mem {
+		if b != 0x7b {
+			return fmt.Errorf("data check: byte %d is %#x, want 0x7b (the pattern both sides send)", i, b)
+		}
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ppClientExchange is ibv_rc_pingpong's client side: send our address,
+// read the server's, then say "done".
+func ppClientExchange(host string, port int, my ppDest) (ppDest, error) {
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), 10*time.Second)
+	if err != nil {
+		return ppDest{}, fmt.Errorf("couldn't connect to %s:%d: %w", host, port, err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(my.wire()); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
+	}
+	msg := make([]byte, ppMsgLen)
+	if _, err := io.ReadFull(conn, msg); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", err)
+	}
+	if _, err := conn.Write([]byte("done\x00")); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't write done: %w", err)
+	}
+	return parseDest(msg)
+}
+
+// ppServerExchange is the server side: read the client's address, connect
+// the QP, send ours, and wait for the client's word.
+func ppServerExchange(port int, my ppDest, connect func(ppDest) error) (ppDest, error) {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return ppDest{}, fmt.Errorf("couldn't listen to port %d: %w", port, err)
+	}
+	conn, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		return ppDest{}, fmt.Errorf("accept: %w", err)
+	}
+	defer conn.Close()
+	msg := make([]byte, ppMsgLen)
+	if _, err := io.ReadFull(conn, msg); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", err)
+	}
+	rem, err := parseDest(msg)
+	if err != nil {
+		return ppDest{}, err
+	}
+	if err := connect(rem); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't connect to remote QP: %w", err)
+	}
+	if _, err := conn.Write(my.wire()); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
+	}
+	// The client answers "done" (5 bytes); any answer will do.
+	if _, err := conn.Read(msg); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't read the client's done: %w", err)
+	}
+	return rem, nil
+}
