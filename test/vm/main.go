@@ -363,6 +363,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 			{Name: "rdma-core: ibv_devinfo -d rxe0", Argv: []string{"/usr/bin/ibv_devinfo", "-d", "rxe0"},
 				LibPath: libPath, TimeoutSec: 60},
 		}
+		p.Steps = append(p.Steps, demoPingpong(libPath)...)
 	case "test":
 		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), splitList(*flagPkg))
 		if err != nil {
@@ -387,6 +388,46 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 	}
 	g.plan = p
 	return g, nil
+}
+
+// demoPingpong runs goverbs' pingpong against rdma-core's ibv_rc_pingpong
+// in both directions, polling and then sleeping on completion events.
+func demoPingpong(libPath string) []plan.Step {
+	ours := []string{"/bin/goverbs", "pingpong"}
+	theirs := []string{"/usr/bin/ibv_rc_pingpong"}
+	var steps []plan.Step
+	port := 18515
+	for _, events := range []bool{false, true} {
+		for _, dir := range []struct{ server, client []string }{{ours, theirs}, {theirs, ours}} {
+			port++
+			flags := []string{"-d", "rxe0", "-g", "1", "-n", "1000", "-p", fmt.Sprint(port)}
+			mode := "polling"
+			if events {
+				flags = append(flags, "-e")
+				mode = "events"
+			}
+			name := func(argv []string) string {
+				if argv[0] == ours[0] {
+					return "goverbs"
+				}
+				return "rdma-core"
+			}
+			lib := func(argv []string) string {
+				if argv[0] == theirs[0] {
+					return libPath
+				}
+				return ""
+			}
+			srv := append(append([]string{}, dir.server...), flags...)
+			cli := append(append(append([]string{}, dir.client...), flags...), "127.0.0.1")
+			steps = append(steps,
+				plan.Step{Name: fmt.Sprintf("pingpong %s: %s server", mode, name(srv)), Argv: srv, LibPath: lib(srv),
+					Background: true, Prefix: fmt.Sprintf("  %s %s server| ", mode, name(srv)), TimeoutSec: 120},
+				plan.Step{Name: fmt.Sprintf("pingpong %s: %s client", mode, name(cli)), Argv: cli, LibPath: lib(cli),
+					DelayMs: 300, Prefix: fmt.Sprintf("  %s %s client| ", mode, name(cli)), TimeoutSec: 120})
+		}
+	}
+	return steps
 }
 
 // skipPkgFile leaves documentation out of the guest.
@@ -426,12 +467,26 @@ func demoSummary(name string, res *vmResult, err error) bool {
 	fmt.Printf("    /init (static Go) loaded rdma_rxe and created soft-RoCE device rxe0 on netdev d0 over RDMA netlink.\n")
 	fmt.Printf("  - goverbs (CGO_ENABLED=0, no libibverbs) found rxe0 with node GUID %s.\n", orNone(ours))
 	fmt.Printf("  - rdma-core's ibv_devinfo reports node GUID %s, port 1 %s.\n", orNone(theirs), orNone(state))
-	if ours != "" && ours == theirs {
+	agree := ours != "" && ours == theirs
+	if agree {
 		fmt.Println("  - They agree.")
-		return true
+	} else {
+		fmt.Println("  - They DISAGREE: that is a bug.")
 	}
-	fmt.Println("  - They DISAGREE: that is a bug.")
-	return false
+	ok := 0
+	for _, st := range res.Steps {
+		if strings.HasPrefix(st.Name, "pingpong") && st.RC == 0 {
+			ok++
+		}
+	}
+	fmt.Printf("  - RC ping-pong over soft-RoCE, goverbs against rdma-core's ibv_rc_pingpong, each as server and client,\n")
+	fmt.Printf("    polling and event-driven: %d of 8 sides finished 1000 round trips.\n", ok)
+	for _, l := range res.Console {
+		if strings.Contains(l, "client| ") && strings.Contains(l, "usec/iter") {
+			fmt.Println("     ", strings.Replace(strings.TrimSpace(l), "|", ":", 1))
+		}
+	}
+	return agree && ok == 8
 }
 
 func orNone(s string) string {

@@ -11,14 +11,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -83,9 +86,23 @@ func run() int {
 		return 1
 	}
 	rc := 0
+	var bg []chan int
 	for _, s := range p.Steps {
-		code := step(&p, s)
-		if code != 0 && rc == 0 {
+		if s.DelayMs > 0 {
+			time.Sleep(time.Duration(s.DelayMs) * time.Millisecond)
+		}
+		if s.Background {
+			done := make(chan int, 1)
+			go func(s plan.Step) { done <- step(&p, s) }(s)
+			bg = append(bg, done)
+			continue
+		}
+		if code := step(&p, s); code != 0 && rc == 0 {
+			rc = code
+		}
+	}
+	for _, done := range bg { // each has its own time limit
+		if code := <-done; code != 0 && rc == 0 {
 			rc = code
 		}
 	}
@@ -198,8 +215,14 @@ func step(p *plan.Plan, s plan.Step) int {
 	}
 	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Dir = s.Dir
-	cmd.Stdout = os.Stdout
-	cmd.Stderr = os.Stdout
+	var out io.Writer = os.Stdout
+	if s.Prefix != "" {
+		pw := &prefixWriter{prefix: s.Prefix, w: os.Stdout}
+		defer pw.flush()
+		out = pw
+	}
+	cmd.Stdout = out
+	cmd.Stderr = out
 	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "TMPDIR=/tmp",
 		plan.EnvInVM + "=1"}, p.Env...)
 	cmd.Env = append(cmd.Env, s.Env...)
@@ -230,6 +253,37 @@ func step(p *plan.Plan, s plan.Step) int {
 	}
 	fmt.Printf("%s%s rc=%d took=%v\n", plan.MarkStep, s.Name, rc, took)
 	return rc
+}
+
+// prefixWriter writes whole lines, each after a prefix.
+type prefixWriter struct {
+	mu     sync.Mutex
+	prefix string
+	w      io.Writer
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf[:i])
+		p.buf = p.buf[i+1:]
+	}
+}
+
+func (p *prefixWriter) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.buf) > 0 {
+		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf)
+		p.buf = nil
+	}
 }
 
 // dumpKernelLog prints the last n lines of the kernel log, to explain a failure.

@@ -62,4 +62,14 @@ type Step struct {
 	// LibPath, if set, becomes LD_LIBRARY_PATH: for dynamically linked
 	// programs from Debian packages.
 	LibPath string
+	// Background starts the step and goes on to the next without waiting
+	// (a server for the next step's client); /init waits for it after the
+	// last step, within its time limit.
+	Background bool
+	// Prefix, if set, starts each line of the step's output, to tell
+	// apart steps that run at once.
+	Prefix string
+	// DelayMs waits before starting the step (a client's server needs a
+	// moment to listen).
+	DelayMs int
 }
