@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register("pingpong", "RC ping-pong, wire-compatible with rdma-core's ibv_rc_pingpong", func(args []string) int {
+	register("pingpong", "RC or UD ping-pong, wire-compatible with ibv_rc_pingpong and ibv_ud_pingpong", func(args []string) int {
 		return pingpong(os.Stdout, args)
 	})
 }
@@ -81,7 +81,15 @@ type ppConfig struct {
 	events  bool
 	gidx    int
 	server  string
+	ud      bool
 }
+
+// udQKey is the Q_Key ibv_ud_pingpong uses, and udGRH the room a UD
+// receive needs before the payload for the global route header.
+const (
+	udQKey = 0x11111111
+	udGRH  = 40
+)
 
 func mtuOf(n int) (uverbs.MTU, bool) {
 	switch n {
@@ -106,7 +114,9 @@ func pingpong(out io.Writer, args []string) int {
 	fs.IntVar(&c.port, "p", 18515, "listen on/connect to TCP `port`")
 	fs.StringVar(&c.dev, "d", "", "use RDMA `device` (default: the first)")
 	fs.IntVar(&c.ibPort, "i", 1, "use `port` of the device")
-	fs.IntVar(&c.size, "s", 4096, "`size` of the messages")
+	var typ string
+	fs.StringVar(&typ, "t", "rc", "transport `type`: rc (as ibv_rc_pingpong) or ud (as ibv_ud_pingpong)")
+	fs.IntVar(&c.size, "s", 0, "`size` of the messages (default 4096 for rc, 2048 for ud)")
 	fs.IntVar(&mtu, "m", 1024, "path `mtu`")
 	fs.IntVar(&c.rxDepth, "r", 500, "`number` of receives to post at a time")
 	fs.IntVar(&c.iters, "n", 1000, "`number` of exchanges")
@@ -128,6 +138,20 @@ func pingpong(out io.Writer, args []string) int {
 	default:
 		fs.Usage()
 		return 2
+	}
+	switch typ {
+	case "rc":
+	case "ud":
+		c.ud = true
+	default:
+		fs.Usage()
+		return 2
+	}
+	if c.size == 0 {
+		c.size = 4096
+		if c.ud {
+			c.size = 2048
+		}
 	}
 	var ok bool
 	if c.mtu, ok = mtuOf(mtu); !ok || c.port < 1 || c.port > 65535 || c.ibPort < 1 || c.size < 1 || c.rxDepth < 2 || c.iters < 1 {
@@ -159,7 +183,19 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	}
 	defer dev.Close()
 
-	buf, err := uverbs.AllocBuffer(c.size)
+	// UD receives land after a 40-byte GRH; the sends go from offset 40.
+	grh := 0
+	if c.ud {
+		grh = udGRH
+		port, err := dev.QueryPort(c.ibPort)
+		if err != nil {
+			return err
+		}
+		if mtu := port.ActiveMTU.Bytes(); c.size > mtu {
+			return fmt.Errorf("requested size larger than port MTU (%d)", mtu)
+		}
+	}
+	buf, err := uverbs.AllocBuffer(c.size + grh)
 	if err != nil {
 		return err
 	}
@@ -195,7 +231,11 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	}
 	events := 0
 	defer func() { q.Ack(events); q.Close() }()
-	qp, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: q, RecvCQ: q,
+	qpType := uverbs.RC
+	if c.ud {
+		qpType = uverbs.UD
+	}
+	qp, err := pd.NewQP(uverbs.QPConfig{Type: qpType, SendCQ: q, RecvCQ: q,
 		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(c.rxDepth), MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return err
@@ -205,11 +245,14 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	if int(qp.Cap().MaxInlineData) >= c.size {
 		sendFlags |= uverbs.SendInline
 	}
-	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort)},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
-		return err
+	initMask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags
+	if c.ud {
+		initMask = uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey
 	}
-	recvWR := []uverbs.RecvWR{{WRID: ppRecvWRID, SGL: []uverbs.SGE{mr.SGE(0, c.size)}}}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort), QKey: udQKey}, initMask); err != nil {
+		return fmt.Errorf("failed to modify QP to INIT: %w", err)
+	}
+	recvWR := []uverbs.RecvWR{{WRID: ppRecvWRID, SGL: []uverbs.SGE{mr.SGE(0, c.size+grh)}}}
 	postRecvs := func(n int) int {
 		for i := 0; i < n; i++ {
 			if _, err := qp.PostRecv(recvWR); err != nil {
@@ -242,9 +285,40 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 		}
 		my.GID = g.GID
 	}
-	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.LID, my.QPN, my.PSN, my.GID)
+	sep := "," // ibv_ud_pingpong prints a colon here
+	if c.ud {
+		sep = ":"
+	}
+	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", my.LID, my.QPN, my.PSN, sep, my.GID)
 
+	var ah *uverbs.AH
+	defer func() {
+		if ah != nil {
+			ah.Close()
+		}
+	}()
+	connectUD := func(rem ppDest) error {
+		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState); err != nil {
+			return fmt.Errorf("failed to modify QP to RTR: %w", err)
+		}
+		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: my.PSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
+			return fmt.Errorf("failed to modify QP to RTS: %w", err)
+		}
+		a := uverbs.AHAttr{DLID: rem.LID, SL: uint8(c.sl), Port: uint8(c.ibPort)}
+		if !allZero(rem.GID[8:]) {
+			a.IsGlobal = true
+			a.GRH = uverbs.GlobalRoute{DGID: rem.GID, HopLimit: 1, SGIDIndex: uint8(max(c.gidx, 0))}
+		}
+		var err error
+		if ah, err = pd.NewAH(a); err != nil {
+			return fmt.Errorf("failed to create AH: %w", err)
+		}
+		return nil
+	}
 	connect := func(rem ppDest) error {
+		if c.ud {
+			return connectUD(rem)
+		}
 		attr := uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: c.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12,
 			AH: uverbs.AHAttr{DLID: rem.LID, SL: uint8(c.sl), Port: uint8(c.ibPort)}}
@@ -277,7 +351,10 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	}
 	fmt.Fprintf(out, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.LID, rem.QPN, rem.PSN, rem.GID)
 
-	sendWR := []uverbs.SendWR{{WRID: ppSendWRID, Opcode: uverbs.WRSend, Flags: sendFlags, SGL: []uverbs.SGE{mr.SGE(0, c.size)}}}
+	sendWR := []uverbs.SendWR{{WRID: ppSendWRID, Opcode: uverbs.WRSend, Flags: sendFlags, SGL: []uverbs.SGE{mr.SGE(grh, c.size)}}}
+	if c.ud {
+		sendWR[0].AH, sendWR[0].RemoteQPN, sendWR[0].RemoteQKey = ah, rem.QPN, udQKey
+	}
 	pending := ppRecvWRID
 	if c.server != "" {
 		if _, err := qp.PostSend(sendWR); err != nil {
@@ -320,8 +397,8 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 			case ppSendWRID:
 				scnt++
 			case ppRecvWRID:
-				if wc.ByteLen != uint32(c.size) {
-					return fmt.Errorf("received %d bytes, want %d", wc.ByteLen, c.size)
+				if wc.ByteLen != uint32(c.size+grh) {
+					return fmt.Errorf("received %d bytes, want %d", wc.ByteLen, c.size+grh)
 				}
 				if routs--; routs <= 1 {
 					routs += postRecvs(c.rxDepth - routs)
@@ -346,7 +423,7 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	bytes := int64(c.size) * int64(c.iters) * 2
 	fmt.Fprintf(out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
 	fmt.Fprintf(out, "%d iters in %.2f seconds = %.2f usec/iter\n", c.iters, usec/1e6, usec/float64(c.iters))
-	for i, b := range mem {
+	for i, b := range mem[grh:] { // a UD buffer's first 40 bytes hold the last GRH
 		if b != 0x7b {
 			return fmt.Errorf("data check: byte %d is %#x, want 0x7b (the pattern both sides send)", i, b)
 		}

@@ -18,6 +18,7 @@ import (
 const (
 	goverbsBin = "/bin/goverbs"
 	rcPingpong = "/usr/bin/ibv_rc_pingpong"
+	udPingpong = "/usr/bin/ibv_ud_pingpong"
 )
 
 // tool is one side's program: goverbs' or rdma-core's.
@@ -27,10 +28,17 @@ type tool struct {
 	env  []string
 }
 
-func tools(t *testing.T) (ours, theirs tool) {
+// tools returns goverbs' pingpong and rdma-core's, for RC or UD.
+func tools(t *testing.T, ud bool) (ours, theirs tool) {
 	t.Helper()
 	testutil.RequireDevice(t, testutil.DevicePath)
-	for _, p := range []string{goverbsBin, rcPingpong} {
+	c := rcPingpong
+	oursArgv := []string{goverbsBin, "pingpong"}
+	if ud {
+		c = udPingpong
+		oursArgv = append(oursArgv, "-t", "ud")
+	}
+	for _, p := range []string{goverbsBin, c} {
 		if _, err := os.Stat(p); err != nil {
 			if testutil.InVM() {
 				t.Fatalf("%s is missing in the VM: %v", p, err)
@@ -40,8 +48,7 @@ func tools(t *testing.T) (ours, theirs tool) {
 	}
 	triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]
 	lib := "LD_LIBRARY_PATH=/lib/" + triplet + ":/usr/lib/" + triplet
-	return tool{"goverbs", []string{goverbsBin, "pingpong"}, nil},
-		tool{"rdma-core", []string{rcPingpong}, []string{lib}}
+	return tool{"goverbs", oursArgv, nil}, tool{"rdma-core", []string{c}, []string{lib}}
 }
 
 var nextPort atomic.Int32
@@ -115,12 +122,18 @@ func checkRun(t *testing.T, srv, cli string, iters int) {
 // Every combination: goverbs and rdma-core as server and client, polling
 // and event mode, sizes 1, 4096 and 65536. goverbs checks the bytes it
 // receives (rdma-core fills its buffer with 0x7b; so does goverbs).
-func TestRCPingpongInterop(t *testing.T) {
-	ours, theirs := tools(t)
+func TestRCPingpongInterop(t *testing.T) { testInterop(t, false, []int{1, 4096, 65536}) }
+
+// The same for UD against ibv_ud_pingpong, sizes up to the port's active
+// MTU (1024 on soft-RoCE over a dummy netdev).
+func TestUDPingpongInterop(t *testing.T) { testInterop(t, true, []int{1, 1024}) }
+
+func testInterop(t *testing.T, ud bool, sizes []int) {
+	ours, theirs := tools(t, ud)
 	const iters = 200
 	for _, pair := range [][2]tool{{ours, theirs}, {theirs, ours}, {ours, ours}} {
 		for _, events := range []bool{false, true} {
-			for _, size := range []int{1, 4096, 65536} {
+			for _, size := range sizes {
 				mode := "poll"
 				flags := []string{"-n", fmt.Sprint(iters), "-s", fmt.Sprint(size)}
 				if events {
