@@ -68,8 +68,4 @@ func main() {
 
 // fail prints one error line, with a hint for the usual causes, and
 // returns exit status 1.
-func fail(format string, args ...any) int {
-	msg := fmt.Sprintf(format, args...)
-	fmt.Fprintln(os.Stderr, "goverbs: "+msg+hint(msg))
-	return 1
-}
+func fail(format string, args ...any) int { return failTo(os.Stderr, format, args...) }

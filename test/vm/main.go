@@ -360,6 +360,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 	case "demo":
 		p.Steps = []plan.Step{
 			{Name: "goverbs devices", Argv: []string{"/bin/goverbs", "devices"}, TimeoutSec: 60},
+			{Name: "goverbs devinfo -d rxe0", Argv: []string{"/bin/goverbs", "devinfo", "-d", "rxe0"}, TimeoutSec: 60},
 			{Name: "rdma-core: ibv_devinfo -d rxe0", Argv: []string{"/usr/bin/ibv_devinfo", "-d", "rxe0"},
 				LibPath: libPath, TimeoutSec: 60},
 		}
