@@ -365,6 +365,12 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 				LibPath: libPath, TimeoutSec: 60},
 		}
 		p.Steps = append(p.Steps, demoPingpong(libPath)...)
+		perfFlags := []string{"perf", "-d", "rxe0", "-g", "1", "-t", "send_lat", "-s", "64", "-n", "2000"}
+		p.Steps = append(p.Steps,
+			plan.Step{Name: "perf send_lat: goverbs server", Argv: append([]string{"/bin/goverbs"}, perfFlags...),
+				Background: true, Prefix: "  perf server| ", TimeoutSec: 120},
+			plan.Step{Name: "perf send_lat: goverbs client", Argv: append(append([]string{"/bin/goverbs"}, perfFlags...), "127.0.0.1"),
+				DelayMs: 300, Prefix: "  perf client| ", TimeoutSec: 120})
 	case "test":
 		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), splitList(*flagPkg))
 		if err != nil {
@@ -485,6 +491,18 @@ func demoSummary(name string, res *vmResult, err error) bool {
 	for _, l := range res.Console {
 		if strings.Contains(l, "client| ") && strings.Contains(l, "usec/iter") {
 			fmt.Println("     ", strings.Replace(strings.TrimSpace(l), "|", ":", 1))
+		}
+	}
+	var perfRows []string
+	for _, l := range res.Console {
+		if i := strings.Index(l, "perf client| "); i >= 0 {
+			perfRows = append(perfRows, strings.TrimSpace(l[i+len("perf client| "):]))
+		}
+	}
+	if len(perfRows) >= 2 {
+		fmt.Println("  - goverbs perf send_lat, 64-byte messages (TCG timings: compare only as ratios within one run):")
+		for _, row := range perfRows[len(perfRows)-2:] {
+			fmt.Println("     ", row)
 		}
 	}
 	return agree && ok == 8

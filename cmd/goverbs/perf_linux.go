@@ -1,0 +1,518 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+func init() {
+	register("perf", "send/write latency and bandwidth, reporting what perftest's ib_{send,write}_{lat,bw} report", func(args []string) int {
+		return perf(os.Stdout, args)
+	})
+}
+
+type perfConfig struct {
+	test   string // send_lat, write_lat, send_bw, write_bw
+	dev    string
+	ibPort int
+	gidx   int
+	port   int
+	size   int
+	iters  int
+	depth  int
+	server string
+}
+
+// perfPeer is what the two sides exchange over TCP, as one JSON line.
+type perfPeer struct {
+	QPN  uint32     `json:"qpn"`
+	PSN  uint32     `json:"psn"`
+	LID  uint16     `json:"lid"`
+	GID  uverbs.GID `json:"gid"`
+	RKey uint32     `json:"rkey"`
+	Addr uint64     `json:"addr"`
+	Test string     `json:"test"`
+	Size int        `json:"size"`
+	N    int        `json:"iters"`
+}
+
+func perf(out io.Writer, args []string) int {
+	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
+	var c perfConfig
+	fs.StringVar(&c.test, "t", "send_lat", "`test`: send_lat, write_lat, send_bw or write_bw")
+	fs.StringVar(&c.dev, "d", "", "RDMA `device` (default: the first)")
+	fs.IntVar(&c.ibPort, "i", 1, "device `port`")
+	fs.IntVar(&c.gidx, "g", 1, "GID `index` (RoCE needs one)")
+	fs.IntVar(&c.port, "p", 18516, "TCP `port` of the exchange")
+	fs.IntVar(&c.size, "s", 2, "message `size` in bytes")
+	fs.IntVar(&c.iters, "n", 1000, "`iterations`")
+	fs.IntVar(&c.depth, "q", 128, "send queue `depth` for the bandwidth tests")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: goverbs perf [flags]         run the server side")
+		fmt.Fprintln(fs.Output(), "       goverbs perf [flags] HOST    run the client side against HOST")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 1 {
+		fs.Usage()
+		return 2
+	}
+	c.server = fs.Arg(0)
+	switch c.test {
+	case "send_lat", "write_lat", "send_bw", "write_bw":
+	default:
+		fs.Usage()
+		return 2
+	}
+	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.port < 1 || c.port > 65535 {
+		fs.Usage()
+		return 2
+	}
+	if c.test == "write_lat" {
+		// The receiver watches the last 4-byte word of its buffer.
+		c.size = max(4, (c.size+3)&^3)
+	}
+	if err := runPerf(out, &c); err != nil {
+		return fail("perf %s: %v", c.test, err)
+	}
+	return 0
+}
+
+// perfSide is one side's resources.
+type perfSide struct {
+	dev  *uverbs.Context
+	pd   *uverbs.PD
+	buf  *uverbs.Buffer
+	mr   *uverbs.MR
+	scq  *cq.CQ
+	rcq  *cq.CQ
+	qp   *uverbs.QP
+	wcs  []cq.WC
+	size int
+}
+
+func (s *perfSide) close() {
+	if s.qp != nil {
+		s.qp.Close()
+	}
+	for _, q := range []*cq.CQ{s.scq, s.rcq} {
+		if q != nil {
+			q.Close()
+		}
+	}
+	if s.mr != nil {
+		s.mr.Close()
+	}
+	if s.buf != nil {
+		s.buf.Close()
+	}
+	if s.pd != nil {
+		s.pd.Close()
+	}
+	if s.dev != nil {
+		s.dev.Close()
+	}
+}
+
+func runPerf(out io.Writer, c *perfConfig) error {
+	s := &perfSide{size: c.size, wcs: make([]cq.WC, 64)}
+	defer s.close()
+	var err error
+	if c.dev != "" {
+		s.dev, err = uverbs.Open(c.dev)
+	} else {
+		var devs []uverbs.Device
+		if devs, err = uverbs.Devices(); err == nil {
+			if len(devs) == 0 {
+				return errors.New("no RDMA devices found")
+			}
+			s.dev, err = devs[0].Open()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if s.pd, err = s.dev.AllocPD(); err != nil {
+		return err
+	}
+	// Two halves: [0,size) is what this side sends from, [size,2·size) is
+	// where the peer's sends and writes land.
+	if s.buf, err = uverbs.AllocBuffer(2 * c.size); err != nil {
+		return err
+	}
+	if s.mr, err = s.pd.RegMR(s.buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite); err != nil {
+		return err
+	}
+	depth := max(c.depth, 2)
+	if s.scq, err = s.dev.NewCQ(2 * depth); err != nil {
+		return err
+	}
+	if s.rcq, err = s.dev.NewCQ(2 * depth); err != nil {
+		return err
+	}
+	if s.qp, err = s.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,
+		Cap: uverbs.QPCap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(depth), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return err
+	}
+	if err := s.qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort), AccessFlags: uverbs.AccessRemoteWrite},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		return err
+	}
+	for i := 0; i < depth; i++ {
+		if err := s.postRecv(); err != nil {
+			return err
+		}
+	}
+	port, err := s.dev.QueryPort(c.ibPort)
+	if err != nil {
+		return err
+	}
+	gid, err := s.dev.QueryGID(c.ibPort, c.gidx)
+	if err != nil {
+		return fmt.Errorf("GID index %d: %w", c.gidx, err)
+	}
+	me := perfPeer{QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, LID: port.LID, GID: gid.GID,
+		RKey: s.mr.RKey(), Addr: s.mr.Addr() + uint64(c.size), Test: c.test, Size: c.size, N: c.iters}
+	conn, peer, err := perfExchange(c, me)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := s.connect(c, me, peer); err != nil {
+		return err
+	}
+	// Both sides are at RTS before either sends.
+	if err := perfSync(conn); err != nil {
+		return err
+	}
+	client := c.server != ""
+	switch c.test {
+	case "send_lat":
+		lat, err := s.sendLat(client, c.iters)
+		if err != nil {
+			return err
+		}
+		printLat(out, c, lat, client)
+	case "write_lat":
+		lat, err := s.writeLat(client, c.iters, peer)
+		if err != nil {
+			return err
+		}
+		printLat(out, c, lat, client)
+	case "send_bw", "write_bw":
+		if !client {
+			if c.test == "send_bw" {
+				if err := s.recvN(c.iters, depth); err != nil {
+					return err
+				}
+			}
+			return perfSync(conn) // the client is done when it says so
+		}
+		d, peak, err := s.bw(c.test == "write_bw", c.iters, depth, peer)
+		if err != nil {
+			return err
+		}
+		if err := perfSync(conn); err != nil {
+			return err
+		}
+		printBW(out, c, d, peak)
+	}
+	return nil
+}
+
+func (s *perfSide) postRecv() error {
+	_, err := s.qp.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{s.mr.SGE(s.size, s.size)}}})
+	return err
+}
+
+func (s *perfSide) connect(c *perfConfig, me, peer perfPeer) error {
+	a := uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: peer.QPN, RQPSN: peer.PSN,
+		MaxDestRdAtomic: 1, MinRNRTimer: 12,
+		AH: uverbs.AHAttr{DLID: peer.LID, Port: uint8(c.ibPort), IsGlobal: true,
+			GRH: uverbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(c.gidx), HopLimit: 64}}}
+	if err := s.qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
+		uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer); err != nil {
+		return err
+	}
+	a = uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: me.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}
+	return s.qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
+		uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
+}
+
+// pollOne spins until q yields a completion and checks it.
+func (s *perfSide) pollOne(q *cq.CQ) error {
+	for {
+		n, err := q.Poll(s.wcs[:1])
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			if s.wcs[0].Status != cq.Success {
+				return fmt.Errorf("completion failed: %v", s.wcs[0].Status)
+			}
+			return nil
+		}
+	}
+}
+
+func (s *perfSide) send(flags uverbs.SendFlags) error {
+	_, err := s.qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: flags | uverbs.SendSignaled,
+		SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}})
+	return err
+}
+
+// sendLat: the client sends, the server answers; one round trip, halved,
+// is one sample, as ib_send_lat reports.
+func (s *perfSide) sendLat(client bool, n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if client {
+			if err := s.send(0); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.pollOne(s.rcq); err != nil {
+			return nil, err
+		}
+		if err := s.postRecv(); err != nil {
+			return nil, err
+		}
+		if !client {
+			if err := s.send(0); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.pollOne(s.scq); err != nil {
+			return nil, err
+		}
+		if client {
+			lat = append(lat, time.Since(t0)/2)
+		}
+	}
+	return lat, nil
+}
+
+// writeLat: each side RDMA-writes the iteration number into the last
+// word of the peer's buffer and watches its own, as ib_write_lat does.
+func (s *perfSide) writeLat(client bool, n int, peer perfPeer) ([]time.Duration, error) {
+	mem := s.buf.Bytes()
+	// Aligned: AllocBuffer is page-aligned and write_lat's size a multiple of 4.
+	word := (*uint32)(unsafe.Pointer(&mem[2*s.size-4]))
+	src := mem[:s.size]
+	write := func(i uint32) error {
+		binary32(src[s.size-4:], i)
+		_, err := s.qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}, RemoteAddr: peer.Addr, RKey: peer.RKey}})
+		if err != nil {
+			return err
+		}
+		return s.pollOne(s.scq)
+	}
+	wait := func(i uint32) {
+		for atomic.LoadUint32(word) != i {
+		}
+	}
+	lat := make([]time.Duration, 0, n)
+	for i := uint32(1); i <= uint32(n); i++ {
+		t0 := time.Now()
+		if client {
+			if err := write(i); err != nil {
+				return nil, err
+			}
+			wait(i)
+			lat = append(lat, time.Since(t0)/2)
+		} else {
+			wait(i)
+			if err := write(i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return lat, nil
+}
+
+func binary32(b []byte, v uint32) {
+	*(*uint32)(unsafe.Pointer(&b[0])) = v // host order: the peer reads it as a host word too
+}
+
+// recvN takes n receives, reposting each.
+func (s *perfSide) recvN(n, depth int) error {
+	for got := 0; got < n; {
+		k, err := s.rcq.Poll(s.wcs)
+		if err != nil {
+			return err
+		}
+		for _, w := range s.wcs[:k] {
+			if w.Status != cq.Success {
+				return fmt.Errorf("receive failed: %v", w.Status)
+			}
+			if err := s.postRecv(); err != nil {
+				return err
+			}
+		}
+		got += k
+	}
+	return nil
+}
+
+// bw streams n sends or writes with up to depth in flight and returns the
+// time it took and the best rate over any 1/20 of the run.
+func (s *perfSide) bw(write bool, n, depth int, peer perfPeer) (time.Duration, float64, error) {
+	wr := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
+	if write {
+		wr[0].Opcode, wr[0].RemoteAddr, wr[0].RKey = uverbs.WRRDMAWrite, peer.Addr, peer.RKey
+	}
+	posted, done := 0, 0
+	start := time.Now()
+	chunk := max(n/20, 1)
+	last, lastDone, peak := start, 0, 0.0
+	for done < n {
+		for posted < n && posted-done < depth {
+			if _, err := s.qp.PostSend(wr); err != nil {
+				return 0, 0, err
+			}
+			posted++
+		}
+		k, err := s.scq.Poll(s.wcs)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, w := range s.wcs[:k] {
+			if w.Status != cq.Success {
+				return 0, 0, fmt.Errorf("completion failed: %v", w.Status)
+			}
+		}
+		done += k
+		if done-lastDone >= chunk {
+			now := time.Now()
+			if r := float64(done-lastDone) / now.Sub(last).Seconds(); r > peak {
+				peak = r
+			}
+			last, lastDone = now, done
+		}
+	}
+	return time.Since(start), peak, nil
+}
+
+func printLat(out io.Writer, c *perfConfig, lat []time.Duration, client bool) {
+	if !client {
+		fmt.Fprintf(out, " %s server: %d iterations of %d bytes done\n", c.test, c.iters, c.size)
+		return
+	}
+	slices.Sort(lat)
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	var sum, sq float64
+	for _, d := range lat {
+		sum += us(d)
+	}
+	avg := sum / float64(len(lat))
+	for _, d := range lat {
+		sq += (us(d) - avg) * (us(d) - avg)
+	}
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(math.Ceil(p*float64(len(lat))))-1)] }
+	fmt.Fprintf(out, " %-8s %-12s %-12s %-12s %-16s %-12s %-14s %-22s %s\n", "#bytes", "#iterations",
+		"t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]")
+	fmt.Fprintf(out, " %-8d %-12d %-12.2f %-12.2f %-16.2f %-12.2f %-14.2f %-22.2f %.2f\n", c.size, len(lat),
+		us(lat[0]), us(lat[len(lat)-1]), us(lat[len(lat)/2]), avg, math.Sqrt(sq/float64(len(lat))), us(pct(0.99)), us(pct(0.999)))
+}
+
+func printBW(out io.Writer, c *perfConfig, d time.Duration, peakRate float64) {
+	const mb = 1 << 20 // perftest's MB
+	avg := float64(c.iters) * float64(c.size) / d.Seconds() / mb
+	fmt.Fprintf(out, " %-10s %-14s %-18s %-20s %s\n", "#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]")
+	fmt.Fprintf(out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", c.size, c.iters, peakRate*float64(c.size)/mb, avg,
+		float64(c.iters)/d.Seconds()/1e6)
+}
+
+// perfExchange swaps the two sides' addresses over TCP, checking that
+// they run the same test.
+func perfExchange(c *perfConfig, me perfPeer) (net.Conn, perfPeer, error) {
+	var conn net.Conn
+	var err error
+	if c.server != "" {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			conn, err = net.Dial("tcp", net.JoinHostPort(c.server, strconv.Itoa(c.port)))
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	} else {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", ":"+strconv.Itoa(c.port)); err == nil {
+			conn, err = ln.Accept()
+			ln.Close()
+		}
+	}
+	if err != nil {
+		return nil, perfPeer{}, fmt.Errorf("exchange: %w", err)
+	}
+	if err := json.NewEncoder(conn).Encode(me); err != nil {
+		conn.Close()
+		return nil, perfPeer{}, fmt.Errorf("exchange: %w", err)
+	}
+	line, err := readLine(conn)
+	if err != nil {
+		conn.Close()
+		return nil, perfPeer{}, fmt.Errorf("exchange: %w", err)
+	}
+	var peer perfPeer
+	if err := json.Unmarshal(line, &peer); err != nil {
+		conn.Close()
+		return nil, perfPeer{}, fmt.Errorf("exchange: %w", err)
+	}
+	if peer.Test != c.test || peer.Size != c.size || peer.N != c.iters {
+		conn.Close()
+		return nil, perfPeer{}, fmt.Errorf("the peer runs %s with %d bytes × %d, this side %s with %d × %d",
+			peer.Test, peer.Size, peer.N, c.test, c.size, c.iters)
+	}
+	return conn, peer, nil
+}
+
+// readLine reads up to a newline a byte at a time: a buffered reader
+// could swallow the sync byte that follows.
+func readLine(r io.Reader) ([]byte, error) {
+	var line []byte
+	var b [1]byte
+	for len(line) < 4096 {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, err
+		}
+		if b[0] == '\n' {
+			return line, nil
+		}
+		line = append(line, b[0])
+	}
+	return nil, errors.New("line too long")
+}
+
+// perfSync is a barrier: each side writes one byte and reads the other's.
+func perfSync(conn net.Conn) error {
+	if _, err := conn.Write([]byte{1}); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}
