@@ -3,6 +3,7 @@ package uverbs_test
 import (
 	"fmt"
 	"log"
+	"unsafe"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/uverbs"
@@ -90,4 +91,58 @@ func ExamplePD_NewQP() {
 		log.Fatal(err)
 	}
 	fmt.Println("QP", qp.QPN(), "is in INIT; CQ holds", c.Size())
+}
+
+// UD: a datagram QP sends to a remote QP through an address handle; on
+// RoCE the handle is global (destination GID, source GID index).
+func ExamplePD_NewAH() {
+	ctx, err := uverbs.Open("rxe0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ctx.Close()
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pd.Close()
+	c, err := ctx.NewCQ(64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	qp, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.UD, SendCQ: c, RecvCQ: c,
+		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer qp.Close()
+	const qkey = 0x11111111
+	for _, step := range []struct {
+		attr uverbs.QPAttr
+		mask uverbs.QPAttrMask
+	}{
+		{uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: qkey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
+		{uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState},
+		{uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 1}, uverbs.QPAttrState | uverbs.QPAttrSQPSN},
+	} {
+		if err := qp.Modify(&step.attr, step.mask); err != nil {
+			log.Fatal(err)
+		}
+	}
+	gid, err := ctx.QueryGID(1, 1) // the peer's GID comes from your exchange; here, our own
+	if err != nil {
+		log.Fatal(err)
+	}
+	ah, err := pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1,
+		GRH: uverbs.GlobalRoute{DGID: gid.GID, SGIDIndex: 1, HopLimit: 64}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ah.Close()
+	payload := []byte("hello")
+	_, err = qp.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline,
+		SGL: []uverbs.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&payload[0]))), Length: uint32(len(payload))}},
+		AH:  ah, RemoteQPN: qp.QPN(), RemoteQKey: qkey}})
+	fmt.Println(err)
 }
