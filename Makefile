@@ -58,6 +58,9 @@ cross: tools
 		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
 	done
 	@! grep -rlE --include='*.go' '^import "C"|^[[:space:]]*"C"$$' . || { echo "cgo found: goverbs has none"; exit 1; }
+	@$(GO) build -o bin/goverbs ./cmd/goverbs && { command -v file >/dev/null || (apt-get install -y -qq file >/dev/null 2>&1 || true); }; \
+	if command -v file >/dev/null; then file bin/goverbs | grep -q 'statically linked' || { file bin/goverbs; echo "bin/goverbs is not static"; exit 1; }; \
+	echo "bin/goverbs: statically linked"; fi
 
 unit: tools
 	$(GO) test -count=1 ./...

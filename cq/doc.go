@@ -1,17 +1,35 @@
 // Package cq implements completion queues: the queues an RDMA device
 // reports finished work requests on, and the completion channels that
-// deliver "this CQ has something" events.
+// say "this CQ has something".
 //
-// A CQ is created by a device context (uverbs.Context.NewCQ), optionally
-// attached to a [Channel] (uverbs.Context.NewCompChannel), which one or
-// many CQs share; an event names its CQ through a handle table, never a
-// raw pointer.
+// # Polling
 //
-// Polling, arming (ReqNotify) and waiting for events on a channel follow
-// with the providers' rings.
+// [CQ.Poll] moves completions into a slice the caller owns, with no
+// system call and no allocation, never taking one it has no room for.
+// On an error completion only WRID, Status, QPNum and VendorErr mean
+// anything ([WC]).
+//
+// # Events
+//
+// Arming is one-shot: [CQ.ReqNotify], then poll until the CQ is empty,
+// then [Channel.Wait], then [CQ.Ack], then arm again. A completion that
+// was already in the CQ when it was armed raises no event, which is why
+// the poll comes after the arm. [Channel.Serve] runs that loop for one or
+// many CQs and cannot lose a completion. A wait parks its goroutine on
+// the Go runtime's poller, not an OS thread, and ends when its context
+// does; [Channel.TryWait] never blocks.
+//
+// One channel serves many CQs: an event names its CQ through a handle
+// table, never a raw pointer.
 //
 // # Lifetimes
 //
-// Close a CQ before its channel: closing a channel that a CQ still uses
-// fails with EBUSY, as ibv_destroy_comp_channel does.
+// CQs and channels come from a device context (uverbs.Context.NewCQ and
+// NewCompChannel). Close a CQ before its channel: closing a channel that a
+// CQ still uses fails with EBUSY, as ibv_destroy_comp_channel does.
+// Closing a CQ with events it delivered still unacknowledged fails with
+// EBUSY and the count, where ibv_destroy_cq would block forever.
+//
+// docs/CQ.md in the repository gives the full semantics, the concurrency
+// contract, and where soft-RoCE departs from the man pages.
 package cq

@@ -85,12 +85,31 @@ func ExamplePD_NewQP() {
 		log.Fatal(err)
 	}
 	defer qp.Close()
-	err = qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: uverbs.AccessRemoteWrite},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-	if err != nil {
-		log.Fatal(err)
+	// The peer's QP number, PSN and GID come from an exchange of your own
+	// (goverbs pingpong uses ibv_rc_pingpong's TCP one).
+	var peerQPN, peerPSN, myPSN uint32 = 0x12, 0x34, 0x56
+	var peerGID uverbs.GID
+	steps := []struct {
+		attr uverbs.QPAttr
+		mask uverbs.QPAttrMask
+	}{
+		{uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: uverbs.AccessRemoteWrite},
+			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
+		{uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: peerQPN, RQPSN: peerPSN,
+			MaxDestRdAtomic: 1, MinRNRTimer: 12,
+			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: peerGID, SGIDIndex: 1, HopLimit: 64}}},
+			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
+				uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
+		{uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: myPSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+			uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt |
+				uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic},
 	}
-	fmt.Println("QP", qp.QPN(), "is in INIT; CQ holds", c.Size())
+	for _, s := range steps {
+		if err := qp.Modify(&s.attr, s.mask); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("QP", qp.QPN(), "is ready to send; its CQ holds", c.Size())
 }
 
 // UD: a datagram QP sends to a remote QP through an address handle; on
