@@ -15,7 +15,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Architectures (and systems) that must build with CGO_ENABLED=0.
 CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x linux/386 linux/arm darwin/arm64 windows/amd64
 
-.PHONY: all build test check fmt vet lint cross unit vm vmselftest vmtest demo fetch tools clean help generate
+.PHONY: all build test check fmt vet lint cross unit vm vmselftest vmtest demo bench fetch tools clean help generate
 
 all: build
 
@@ -74,6 +74,10 @@ vmselftest: tools
 
 vmtest: tools
 	$(GO) run ./test/vm -kernel $(KERNEL) -arch $(ARCH) $(if $(RUN),-run '$(RUN)') $(VMFLAGS) test
+
+# Go benchmarks on real rxe rings, in the VM on each kernel (test/bench).
+bench: tools
+	$(GO) run ./test/vm -vms 6.1/amd64,6.12/amd64 $(if $(RUN),-run '$(RUN)') $(VMFLAGS) bench
 
 demo: tools
 	$(GO) run ./test/vm $(VMFLAGS) demo

@@ -50,6 +50,7 @@ var (
 	flagKeep    = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
 	flagQuiet   = flag.Bool("q", false, "do not pass -test.v to the test binaries")
 	flagNoRDMA  = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
+	flagBenchT  = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
 	flagEnv     = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
 )
 
@@ -63,7 +64,7 @@ func logf(format string, args ...any) {
 
 func main() {
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: go run ./test/vm [flags] [test|demo|fetch|selftest]\n\n")
+		fmt.Fprintf(os.Stderr, "usage: go run ./test/vm [flags] [test|demo|fetch|selftest|bench]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -71,7 +72,7 @@ func main() {
 	if flag.NArg() > 0 {
 		mode = flag.Arg(0)
 	}
-	if flag.NArg() > 1 || (mode != "test" && mode != "demo" && mode != "fetch" && mode != "selftest") {
+	if flag.NArg() > 1 || (mode != "test" && mode != "demo" && mode != "fetch" && mode != "selftest" && mode != "bench") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -287,6 +288,19 @@ func harness(ctx context.Context, mode string) error {
 			}
 		}
 	}
+	if mode == "bench" {
+		for _, o := range outcomes {
+			if o.res == nil {
+				continue
+			}
+			fmt.Printf("\nBenchmarks on %s (%s, TCG: compare only within one run):\n", o.name, o.res.Release)
+			for _, l := range o.res.Console {
+				if strings.HasPrefix(l, "Benchmark") {
+					fmt.Println("  " + l)
+				}
+			}
+		}
+	}
 	if mode == "test" {
 		// The closing line, in the form CI counts.
 		defer fmt.Printf("vm: %d passed, %d failed, %d skipped\n", tests.Passed, tests.Failed, tests.Skipped)
@@ -371,13 +385,17 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 				Background: true, Prefix: "  perf server| ", TimeoutSec: 120},
 			plan.Step{Name: "perf send_lat: goverbs client", Argv: append(append([]string{"/bin/goverbs"}, perfFlags...), "127.0.0.1"),
 				DelayMs: 300, Prefix: "  perf client| ", TimeoutSec: 120})
-	case "test":
-		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), splitList(*flagPkg))
+	case "test", "bench":
+		pkgs := splitList(*flagPkg)
+		if mode == "bench" && *flagPkg == "./..." {
+			pkgs = []string{"./test/bench"}
+		}
+		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), pkgs)
 		if err != nil {
 			return nil, err
 		}
 		g.tests = tests
-		if !*flagNoRDMA {
+		if !*flagNoRDMA && mode == "test" {
 			p.Steps = []plan.Step{{Name: "smoke: ibv_devinfo -d rxe0", Argv: []string{"/usr/bin/ibv_devinfo", "-d", "rxe0"},
 				LibPath: libPath, TimeoutSec: 60}}
 		}
@@ -387,7 +405,14 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 			if !*flagQuiet {
 				argv = append(argv, "-test.v")
 			}
-			if *flagRun != "" {
+			switch {
+			case mode == "bench":
+				re := *flagRun
+				if re == "" {
+					re = "."
+				}
+				argv = append(argv, "-test.run=^$", "-test.bench="+re, "-test.benchmem", "-test.benchtime="+*flagBenchT)
+			case *flagRun != "":
 				argv = append(argv, "-test.run="+*flagRun)
 			}
 			p.Steps = append(p.Steps, plan.Step{Name: t.Pkg, Argv: argv, Dir: t.GuestDir(), TimeoutSec: limit})

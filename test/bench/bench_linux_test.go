@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+type env struct {
+	ctx      *uverbs.Context
+	pd       *uverbs.PD
+	ch       *cq.Channel
+	scq, rcq *cq.CQ
+	a, b     *uverbs.QP
+	mr       *uverbs.MR
+	buf      *uverbs.Buffer
+}
+
+func setup(b *testing.B) *env {
+	b.Helper()
+	e := &env{ctx: rdmatest.Open(b)}
+	var err error
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	e.pd, err = e.ctx.AllocPD()
+	must(err)
+	e.ch, err = e.ctx.NewCompChannel()
+	must(err)
+	e.scq, err = e.ctx.NewCQ(4096, cq.WithChannel(e.ch))
+	must(err)
+	e.rcq, err = e.ctx.NewCQ(4096, cq.WithChannel(e.ch))
+	must(err)
+	cfg := uverbs.QPConfig{Type: uverbs.RC, SendCQ: e.scq, RecvCQ: e.rcq,
+		Cap: uverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	e.a, err = e.pd.NewQP(cfg)
+	must(err)
+	e.b, err = e.pd.NewQP(cfg)
+	must(err)
+	rdmatest.ConnectRC(b, e.a, e.b)
+	e.buf, err = uverbs.AllocBuffer(1 << 16)
+	must(err)
+	e.mr, err = e.pd.RegMR(e.buf.Bytes(), rdmatest.AllAccess)
+	must(err)
+	b.Cleanup(func() {
+		e.a.Close()
+		e.b.Close()
+		for _, q := range []*cq.CQ{e.scq, e.rcq} {
+			q.Ack(q.Unacked())
+			q.Close()
+		}
+		e.ch.Close()
+		e.mr.Close()
+		e.buf.Close()
+		e.pd.Close()
+	})
+	return e
+}
+
+func (e *env) write(n int) []uverbs.SendWR {
+	wrs := make([]uverbs.SendWR, n)
+	for i := range wrs {
+		wrs[i] = uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{e.mr.SGE(0, 8)}, RemoteAddr: e.mr.Addr() + 4096, RKey: e.mr.RKey()}
+	}
+	return wrs
+}
+
+// fill posts signaled writes and gives loopback rxe time to complete them
+// all (the ring cannot be peeked without taking the completions).
+func (e *env) fill(b *testing.B, wrs []uverbs.SendWR) {
+	if _, err := e.a.PostSend(wrs); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(8 * time.Millisecond)
+}
+
+func BenchmarkPollEmpty(b *testing.B) {
+	e := setup(b)
+	wcs := make([]cq.WC, 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.scq.Poll(wcs)
+	}
+}
+
+// Poll per CQE: drain a CQ holding 256 completions in batches. If some
+// have not landed yet, the drain waits for them inside the timer, which
+// can only make the figure worse.
+func BenchmarkPollDrain(b *testing.B) {
+	for _, batch := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			e := setup(b)
+			wrs := e.write(256)
+			wcs := make([]cq.WC, batch)
+			b.ReportAllocs()
+			var cqes int
+			var took time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				e.fill(b, wrs)
+				b.StartTimer()
+				start := time.Now()
+				for got := 0; got < len(wrs); {
+					n, err := e.scq.Poll(wcs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got += n
+				}
+				took += time.Since(start)
+				cqes += len(wrs)
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/float64(cqes), "ns/CQE")
+		})
+	}
+}
+
+func BenchmarkReqNotify(b *testing.B) {
+	e := setup(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.scq.ReqNotify(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// An event round trip: arm, post, wake on the channel, ack, poll.
+func BenchmarkEventRoundTrip(b *testing.B) {
+	e := setup(b)
+	wr := e.write(1)
+	wcs := make([]cq.WC, 4)
+	bg := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.scq.ReqNotify(false); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.a.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		c, err := e.ch.Wait(bg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Ack(1)
+		for n := 0; n == 0; {
+			if n, err = c.Poll(wcs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// PostSend per work request, in batches of 32 (one doorbell each), with
+// the completions reaped outside the timer.
+func BenchmarkPostSend(b *testing.B) {
+	e := setup(b)
+	wrs := e.write(32)
+	wcs := make([]cq.WC, 64)
+	b.ReportAllocs()
+	var posted int
+	var took time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := e.a.PostSend(wrs); err != nil {
+			b.Fatal(err)
+		}
+		took += time.Since(start)
+		posted += len(wrs)
+		b.StopTimer()
+		for got := 0; got < len(wrs); {
+			n, err := e.scq.Poll(wcs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += n
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(took.Nanoseconds())/float64(posted), "ns/WR")
+}
+
+// PostRecv per work request: no system call.
+func BenchmarkPostRecv(b *testing.B) {
+	e := setup(b)
+	wr := []uverbs.RecvWR{{SGL: []uverbs.SGE{e.mr.SGE(8192, 64)}}}
+	// The receive queue holds 1024: a fresh QP every 1000 posts keeps it
+	// from filling, outside the timer.
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		if n == 1000 {
+			b.StopTimer()
+			e.b.Close()
+			qp, err := e.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: e.scq, RecvCQ: e.rcq,
+				Cap: uverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e.b, n = qp, 0
+			b.StartTimer()
+		}
+		if _, err := e.b.PostRecv(wr); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+}
