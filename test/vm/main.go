@@ -56,7 +56,7 @@ var (
 
 // guestPackages are Debian packages put into every guest: rdma-core's
 // tools, to run beside ours as peers.
-var guestPackages = []string{"ibverbs-utils", "ibverbs-providers"}
+var guestPackages = []string{"ibverbs-utils", "ibverbs-providers", "perftest", "zlib1g"} // zlib1g: libpci3 needs it, and its name lacks the lib prefix the closure follows
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vm: "+format+"\n", args...)
@@ -289,6 +289,8 @@ func harness(ctx context.Context, mode string) error {
 		}
 	}
 	if mode == "bench" {
+		tables := map[string]string{}
+		var order []string
 		for _, o := range outcomes {
 			if o.res == nil {
 				continue
@@ -299,6 +301,16 @@ func harness(ctx context.Context, mode string) error {
 					fmt.Println("  " + l)
 				}
 			}
+			key := fmt.Sprintf("Linux %s (%s)", o.res.Release, o.res.Arch)
+			tables[key] = sideBySideTable(o.res.Console)
+			order = append(order, key)
+			fmt.Printf("\ngoverbs against rdma-core on %s:\n%s", o.name, tables[key])
+		}
+		if len(order) > 0 && *flagRun == "" {
+			if err := writePerformance(root, tables, order); err != nil {
+				return err
+			}
+			fmt.Println("\nwrote docs/PERFORMANCE.md")
 		}
 	}
 	if mode == "test" {
@@ -417,6 +429,9 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 			}
 			p.Steps = append(p.Steps, plan.Step{Name: t.Pkg, Argv: argv, Dir: t.GuestDir(), TimeoutSec: limit})
 		}
+		if mode == "bench" {
+			p.Steps = append(p.Steps, sideBySide(libPath)...)
+		}
 	}
 	g.plan = p
 	return g, nil
@@ -457,6 +472,47 @@ func demoPingpong(libPath string) []plan.Step {
 					Background: true, Prefix: fmt.Sprintf("  %s %s server| ", mode, name(srv)), TimeoutSec: 120},
 				plan.Step{Name: fmt.Sprintf("pingpong %s: %s client", mode, name(cli)), Argv: cli, LibPath: lib(cli),
 					DelayMs: 300, Prefix: fmt.Sprintf("  %s %s client| ", mode, name(cli)), TimeoutSec: 120})
+		}
+	}
+	return steps
+}
+
+// benchPairs are the side-by-side measurements of make bench: perftest's
+// tool and goverbs perf with the same parameters.
+var benchPairs = []struct {
+	test, perftest string
+	size, iters    int
+}{
+	{"send_lat", "ib_send_lat", 64, 2000},
+	{"write_lat", "ib_write_lat", 64, 2000},
+	{"send_bw", "ib_send_bw", 4096, 5000},
+	{"write_bw", "ib_write_bw", 4096, 5000},
+}
+
+// sideBySide runs each pair in both orders (C, goverbs, goverbs, C) to
+// cancel drift; each run is a background server and a client.
+func sideBySide(libPath string) []plan.Step {
+	var steps []plan.Step
+	port := 20000
+	for _, bp := range benchPairs {
+		c := func() []string {
+			return []string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
+		}
+		g := func() []string {
+			return []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
+		}
+		for i, side := range []string{"c", "go", "go", "c"} {
+			port++
+			argv, lib := g(), ""
+			if side == "c" {
+				argv, lib = c(), libPath
+			}
+			argv = append(argv, "-p", fmt.Sprint(port))
+			tag := fmt.Sprintf("bench %s %s #%d", bp.test, side, i)
+			steps = append(steps,
+				plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
+				plan.Step{Name: tag + " client", Argv: append(append([]string{}, argv...), "127.0.0.1"), LibPath: lib,
+					DelayMs: 500, Prefix: "  " + tag + " client| ", TimeoutSec: 120})
 		}
 	}
 	return steps
