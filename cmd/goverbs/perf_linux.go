@@ -135,17 +135,7 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	s := &perfSide{size: c.size, wcs: make([]cq.WC, 64)}
 	defer s.close()
 	var err error
-	if c.dev != "" {
-		s.dev, err = uverbs.Open(c.dev)
-	} else {
-		var devs []uverbs.Device
-		if devs, err = uverbs.Devices(); err == nil {
-			if len(devs) == 0 {
-				return errors.New("no RDMA devices found")
-			}
-			s.dev, err = devs[0].Open()
-		}
-	}
+	s.dev, err = openDevice(c.dev)
 	if err != nil {
 		return err
 	}

@@ -167,17 +167,7 @@ func pingpong(out io.Writer, args []string) int {
 func runPingpong(out io.Writer, c *ppConfig) error {
 	var dev *uverbs.Context
 	var err error
-	if c.dev != "" {
-		dev, err = uverbs.Open(c.dev)
-	} else {
-		var devs []uverbs.Device
-		if devs, err = uverbs.Devices(); err == nil {
-			if len(devs) == 0 {
-				return errors.New("no RDMA devices found")
-			}
-			dev, err = devs[0].Open()
-		}
-	}
+	dev, err = openDevice(c.dev)
 	if err != nil {
 		return err
 	}
