@@ -5,7 +5,7 @@ GO          ?= go
 export CGO_ENABLED := 0
 
 # The VM matrix of make test: kernel/arch pairs booted under QEMU (TCG).
-VMS         ?= 6.1/amd64,6.12/amd64,6.1/arm64
+VMS         ?= 6.1/amd64,6.12/amd64,6.1/arm64,6.12/arm64
 # make vmtest KERNEL=6.12 ARCH=arm64 RUN=TestName
 KERNEL      ?= 6.1
 ARCH        ?= amd64
