@@ -15,20 +15,31 @@ import (
 )
 
 // Offsets inside struct rxe_send_wr's union wr (rdma_user_rxe.h), which
-// the generated uapi keeps as bytes: from the start of the union, at
-// offsetof(struct rxe_send_wqe, wr.wr) = 24.
+// the generated uapi struct keeps as bytes: from the C compiler, relative
+// to the start of the union.
 const (
-	wrRDMARemoteAddr   = 0  // wr.rdma.remote_addr
-	wrRDMARKey         = 8  // wr.rdma.rkey
-	wrAtomicRemoteAddr = 0  // wr.atomic.remote_addr
-	wrAtomicCompareAdd = 8  // wr.atomic.compare_add
-	wrAtomicSwap       = 16 // wr.atomic.swap
-	wrAtomicRKey       = 24 // wr.atomic.rkey
-	wrUDRemoteQPN      = 0  // wr.ud.remote_qpn
-	wrUDRemoteQKey     = 4  // wr.ud.remote_qkey
-	wrUDPKeyIndex      = 8  // wr.ud.pkey_index
-	wrUDAHNum          = 12 // wr.ud.ah_num
+	wrRDMARemoteAddr   = uapi.OffsetRxeSendWqeRDMARemoteAddr - uapi.OffsetRxeSendWqeWRUnion
+	wrRDMARKey         = uapi.OffsetRxeSendWqeRDMARKey - uapi.OffsetRxeSendWqeWRUnion
+	wrAtomicRemoteAddr = uapi.OffsetRxeSendWqeAtomicRemoteAddr - uapi.OffsetRxeSendWqeWRUnion
+	wrAtomicCompareAdd = uapi.OffsetRxeSendWqeAtomicCompareAdd - uapi.OffsetRxeSendWqeWRUnion
+	wrAtomicSwap       = uapi.OffsetRxeSendWqeAtomicSwap - uapi.OffsetRxeSendWqeWRUnion
+	wrAtomicRKey       = uapi.OffsetRxeSendWqeAtomicRKey - uapi.OffsetRxeSendWqeWRUnion
+	wrUDRemoteQPN      = uapi.OffsetRxeSendWqeUDRemoteQPN - uapi.OffsetRxeSendWqeWRUnion
+	wrUDRemoteQKey     = uapi.OffsetRxeSendWqeUDRemoteQKey - uapi.OffsetRxeSendWqeWRUnion
+	wrUDPKeyIndex      = uapi.OffsetRxeSendWqeUDPKeyIndex - uapi.OffsetRxeSendWqeWRUnion
+	wrUDAHNum          = uapi.OffsetRxeSendWqeUDAHNum - uapi.OffsetRxeSendWqeWRUnion
+)
 
+// The Go struct's union field must sit where C's union does, and the SGEs
+// (or inline data) of send and receive WQEs right after the headers.
+var (
+	_ [0]struct{} = [unsafe.Offsetof(uapi.RxeSendWqe{}.WR) + unsafe.Offsetof(uapi.RxeSendWR{}.WR) - uapi.OffsetRxeSendWqeWRUnion]struct{}{}
+	_ [0]struct{} = [unsafe.Sizeof(uapi.RxeSendWqe{}) - uapi.OffsetRxeSendWqeDmaSGE]struct{}{}
+	_ [0]struct{} = [unsafe.Sizeof(uapi.RxeSendWqe{}) - uapi.OffsetRxeSendWqeDmaInlineData]struct{}{}
+	_ [0]struct{} = [unsafe.Sizeof(uapi.RxeRecvWqe{}) - uapi.OffsetRxeRecvWqeDmaSGE]struct{}{}
+)
+
+const (
 	sendWQEHeader = unsafe.Sizeof(uapi.RxeSendWqe{}) // 208: SGEs or inline data follow
 	recvWQEHeader = unsafe.Sizeof(uapi.RxeRecvWqe{}) // 40: SGEs follow
 	sgeSize       = unsafe.Sizeof(provider.SGE{})    // 16, as struct rxe_sge

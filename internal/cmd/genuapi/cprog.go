@@ -114,7 +114,7 @@ type value struct {
 // program compiles and runs a C program that prints every constant's value
 // and every layout's size and offsets. It returns the values, and the
 // layout lines as printed (they become testdata/layout.golden).
-func (c *cc) program(consts []string, mirrors []*mirror) (map[string]value, []string, error) {
+func (c *cc) program(consts []string, mirrors []*mirror) (map[string]value, []string, map[string]uint64, error) {
 	var b strings.Builder
 	b.WriteString(prelude())
 	b.WriteString(`
@@ -143,36 +143,44 @@ int main(void)
 			fmt.Fprintf(&b, "\tOFFSET(%s, %s);\n", ct, e.c)
 		}
 	}
+	b.WriteString(nestedProgram())
 	b.WriteString("\treturn 0;\n}\n")
 	if err := c.write("values.c", b.String()); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if out, err := c.run("-w", "-o", "values", "values.c"); err != nil {
-		return nil, nil, fmt.Errorf("%s values.c: %v\n%s", c.path, err, out)
+		return nil, nil, nil, fmt.Errorf("%s values.c: %v\n%s", c.path, err, out)
 	}
 	cmd := exec.Command(filepath.Join(c.dir, "values"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, nil, fmt.Errorf("values: %v", err)
+		return nil, nil, nil, fmt.Errorf("values: %v", err)
 	}
 	vals := map[string]value{}
+	nested := map[string]uint64{}
 	var layout []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
 		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "nested" {
+			if nested[f[1]], err = strconv.ParseUint(f[2], 10, 64); err != nil {
+				return nil, nil, nil, fmt.Errorf("values: %q: %v", line, err)
+			}
+			continue
+		}
 		if len(f) != 3 || f[0] != "const" {
 			layout = append(layout, line)
 			continue
 		}
 		v := value{neg: strings.HasPrefix(f[2], "-")}
 		if v.abs, err = strconv.ParseUint(strings.TrimPrefix(f[2], "-"), 10, 64); err != nil {
-			return nil, nil, fmt.Errorf("values: %q: %v", line, err)
+			return nil, nil, nil, fmt.Errorf("values: %q: %v", line, err)
 		}
 		vals[f[1]] = v
 	}
-	return vals, layout, sc.Err()
+	return vals, layout, nested, sc.Err()
 }
 
 // debugObject compiles a file that includes the headers, with debug

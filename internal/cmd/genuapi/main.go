@@ -171,7 +171,7 @@ func generate(outDir, inc, compiler string, keep, verbose bool) error {
 		}
 	}
 
-	vals, layout, err := c.program(consts, mirrors)
+	vals, layout, nested, err := c.program(consts, mirrors)
 	if err != nil {
 		return err
 	}
@@ -188,6 +188,7 @@ func generate(outDir, inc, compiler string, keep, verbose bool) error {
 		"zconst.go":              constSource(origin, groups, vals),
 		"ztypes.go":              typesSource(origin, mirrors),
 		"zlayout_test.go":        layoutSource(origin, mirrors),
+		"znested.go":             nestedSource(origin, nested),
 		"testdata/layout.golden": goldenSource(origin, layout),
 	}
 	for name, src := range files {
