@@ -195,11 +195,12 @@ func (e AsyncEvent) String() string {
 //
 // What it counts: the kernel counts the events it delivered about each
 // CQ, QP, SRQ and WQ, and reports the count when the object is destroyed
-// (async_events_reported). The object counts the acks of events about it
-// and compares, to tell whether one is still being handled; libibverbs'
-// destroy blocks until the two agree. Events carry the object's user
+// (async_events_reported); libibverbs' destroy blocks until the
+// application has acknowledged as many. goverbs keeps the count per
+// object but never blocks a Close on it: events carry the object's user
 // handle, an integer goverbs never reuses, not a pointer, so an event
-// acknowledged late is never about another object.
+// handled or acknowledged after its object is gone cannot touch freed
+// memory, and Ack is optional for correctness.
 func (e AsyncEvent) Ack() {
 	if e.acks != nil {
 		e.acks.Add(1)
