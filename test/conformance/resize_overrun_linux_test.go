@@ -22,7 +22,7 @@ func TestResizeKeepsPendingCompletions(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		f.send(t, a, uint64(i), uverbs.WRRDMAWrite, 0)
 	}
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // all six land: loopback rxe takes well under 1 ms
 	if err := scq.Resize(64); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestResizeKeepsPendingCompletions(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		f.send(t, a, uint64(10+i), uverbs.WRRDMAWrite, 0)
 	}
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
 	if err := scq.Resize(2); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("shrinking below the 6 held: err = %v, want EINVAL", err)
 	}
