@@ -471,7 +471,7 @@ func demoPingpong(libPath string) []plan.Step {
 				plan.Step{Name: fmt.Sprintf("pingpong %s: %s server", mode, name(srv)), Argv: srv, LibPath: lib(srv),
 					Background: true, Prefix: fmt.Sprintf("  %s %s server| ", mode, name(srv)), TimeoutSec: 120},
 				plan.Step{Name: fmt.Sprintf("pingpong %s: %s client", mode, name(cli)), Argv: cli, LibPath: lib(cli),
-					DelayMs: 300, Prefix: fmt.Sprintf("  %s %s client| ", mode, name(cli)), TimeoutSec: 120})
+					DelayMs: 1000, Prefix: fmt.Sprintf("  %s %s client| ", mode, name(cli)), TimeoutSec: 120})
 		}
 	}
 	return steps
@@ -512,7 +512,7 @@ func sideBySide(libPath string) []plan.Step {
 			steps = append(steps,
 				plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
 				plan.Step{Name: tag + " client", Argv: append(append([]string{}, argv...), "127.0.0.1"), LibPath: lib,
-					DelayMs: 500, Prefix: "  " + tag + " client| ", TimeoutSec: 120})
+					DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120})
 		}
 	}
 	return steps
