@@ -37,7 +37,10 @@ type QP struct {
 	handle         uint64 // the kernel user handle: async events name the QP by it
 
 	mu     sync.Mutex
-	closed bool // guarded by mu
+	// closed is written only by Close, which holds mu, sendMu and recvMu,
+	// so holding any one of them makes reading it safe: the post paths
+	// read it under their own lock and take no second one.
+	closed bool
 
 	sendMu  sync.Mutex        // serialises PostSend; guards sendWRs
 	sendWRs []provider.SendWR // scratch, reused: posting allocates nothing
@@ -64,7 +67,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	ctx := q.pd.ctx
 	q.sendMu.Lock()
 	defer q.sendMu.Unlock()
-	if q.isClosed() {
+	if q.closed {
 		return 0, ctx.opErr(op, ErrClosed)
 	}
 	if cap(q.sendWRs) < len(wrs) {
@@ -103,7 +106,7 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	ctx := q.pd.ctx
 	q.recvMu.Lock()
 	defer q.recvMu.Unlock()
-	if q.isClosed() || ctx.closed.Load() {
+	if q.closed || ctx.closed.Load() {
 		return 0, ctx.opErr(op, ErrClosed)
 	}
 	if cap(q.recvWRs) < len(wrs) {
