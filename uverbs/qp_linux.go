@@ -36,7 +36,7 @@ type QP struct {
 	user           uint64
 	handle         uint64 // the kernel user handle: async events name the QP by it
 
-	mu     sync.Mutex
+	mu sync.Mutex
 	// closed is written only by Close, which holds mu, sendMu and recvMu,
 	// so holding any one of them makes reading it safe: the post paths
 	// read it under their own lock and take no second one.
