@@ -85,6 +85,13 @@ func (d Device) Open() (*Context, error) {
 	if testConnHook != nil {
 		testConnHook(conn)
 	}
+	return d.open(drv, fd, conn)
+}
+
+// open creates the ucontext on an open uverbs fd (or a device model's),
+// closing fd on failure.
+func (d Device) open(drv provider.Driver, fd int, conn *transport.Conn) (*Context, error) {
+	fail := func(err error) (*Context, error) { return nil, &OpError{Op: "open", Device: d.Name, Err: err} }
 	pctx, kctx, err := drv.Open(conn, fd)
 	if err != nil {
 		unix.Close(fd)
