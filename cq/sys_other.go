@@ -2,8 +2,14 @@
 
 package cq
 
-func setNonblock(int, bool) error { return ErrNotSupported }
+import "github.com/goverbs/goverbs/internal/errs"
+
+// Completion channels exist on Linux only: NewChannel fails with an
+// error wrapping ErrNotSupported ("create comp channel rxe0: goverbs: RDMA
+// verbs are not supported on darwin").
+
+func setNonblock(int, bool) error { return errs.ErrPlatform }
 
 func closeFD(int) {}
 
-func (ch *Channel) readAll(int) { ch.readErr = ErrNotSupported }
+func (ch *Channel) readAll(int) { ch.readErr = errs.ErrPlatform }

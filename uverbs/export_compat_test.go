@@ -1,3 +1,5 @@
+//go:build linux
+
 package uverbs
 
 import "github.com/goverbs/goverbs/internal/transport"

@@ -1,0 +1,13 @@
+// Package apisurface holds no code: its test holds goverbs' public
+// packages to one exported API on every GOOS and GOARCH goverbs builds for.
+//
+// goverbs runs on Linux only, but a program that uses it must also build
+// on darwin and windows, where every entry point returns an error wrapping
+// ErrNotSupported. So each exported name a *_linux.go file declares needs
+// its twin, of the same signature, in a *_other.go (//go:build !linux)
+// stub, or in an untagged file both share. The test reads the sources with
+// go/build and go/parser for each target and compares what they export:
+// a Linux-only exported function, method, type, field, constant or
+// variable without its stub fails it, and so does a stub whose signature
+// differs.
+package apisurface
