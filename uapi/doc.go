@@ -6,6 +6,18 @@
 // what "rdma link" needs of rdma_netlink.h: the netlink clients, the
 // RDMA_NLDEV_* commands and attributes, and RDMA_NL_GET_TYPE.
 //
+// It also mirrors what the mlx5 provider's data path needs of rdma-core's
+// infiniband/mlx5dv.h, which is no kernel header: the device's ring
+// formats. These are the CQE ([Mlx5CQE64], [Mlx5ErrCQE]), the WQE
+// segments ([Mlx5WqeCtrlSeg], [Mlx5WqeRaddrSeg], [Mlx5WqeAtomicSeg],
+// [Mlx5WqeDataSeg], [Mlx5WqeAv] in [Mlx5WqeDatagramSeg],
+// [Mlx5WqeInlDataSeg], [Mlx5WqeSRQNextSeg]) and their constants: CQE
+// opcodes and syndromes (MLX5_CQE_*), send opcodes (MLX5_OPCODE_*),
+// control segment flags (MLX5_WQE_CTRL_*), the CQ doorbell (MLX5_CQ_*)
+// and a few more. The device reads and writes all their multi-byte fields
+// big-endian; the Go fields are plain unsigned integers, to be read and
+// written with encoding/binary's BigEndian at their offsets.
+//
 // It holds names and no behaviour, and imports nothing of goverbs. Its two
 // functions only make values: RDMA_NL_GET_TYPE, a macro of rdma_netlink.h,
 // and NewPointer.
@@ -20,15 +32,19 @@
 //	make generate
 //
 // which runs go generate ./uapi/... and so the go:generate line of doc.go;
-// the first line of each file says which headers it came from. Every value,
-// size and offset comes from the C compiler, never from reading the
-// headers' arithmetic. A layout test holds every size and field offset, on
-// every GOARCH the tests run on, to a table that a C program printed
-// (testdata/layout.golden). Building uapi needs neither cgo nor the headers.
+// the first line of each file says which headers it came from. mlx5dv.h
+// comes from Debian's libibverbs-dev 44.0-2 (rdma-core), which the
+// generator downloads with apt-get download into the goverbs cache and
+// unpacks there, without installing it; its names are in zmlx5dv.go.
+// Every value, size and offset comes from the C compiler, never from
+// reading the headers' arithmetic. A layout test holds every size and
+// field offset, on every GOARCH the tests run on, to tables that a C
+// program printed (testdata/layout.golden, and testdata/mlx5dv.golden for
+// mlx5dv.h). Building uapi needs neither cgo nor the headers.
 //
 // # Names
 //
-// Constants keep the kernel's spelling, UVERBS_OBJECT_CQ or
+// Constants keep the headers' spelling, UVERBS_OBJECT_CQ or
 // IB_USER_VERBS_CMD_CREATE_CQ, so that one search finds header and Go. They
 // are untyped, as the headers' enums and macros are, and the same on every
 // architecture: the one ioctl number, RDMA_VERBS_IOCTL, is an _IOWR, which
@@ -38,11 +54,12 @@
 // and joining the words capitalised, except these, which become:
 // ib IB, cq CQ, qp QP, pd PD, mr MR, mw MW, ah AH, wc WC, wr WR, gid GID,
 // srq SRQ, wq WQ, uar UAR, xrcd XRCD, id ID, qpn QPN, psn PSN, mtu MTU,
-// lid LID, sge SGE, dm DM, dv DV, ex Ex, cqe CQE, uidx UIDX, bf BF, fd FD and
-// mmap Mmap. Fields follow the same rule on the member's name. So struct
-// ib_uverbs_create_cq_resp is [IBUverbsCreateCQResp], struct rxe_queue_buf
-// is [RxeQueueBuf] with field ProducerIndex, and ib_uverbs_wc's wr_id is
-// [IBUverbsWC].WRID. Each type's comment names its C struct and header.
+// lid LID, sge SGE, dm DM, dv DV, ex Ex, cqe CQE, cqe64 CQE64, uidx UIDX,
+// bf BF, fd FD and mmap Mmap. Fields follow the same rule on the member's
+// name. So struct ib_uverbs_create_cq_resp is [IBUverbsCreateCQResp],
+// struct rxe_queue_buf is [RxeQueueBuf] with field ProducerIndex,
+// ib_uverbs_wc's wr_id is [IBUverbsWC].WRID, and struct mlx5_cqe64 is
+// [Mlx5CQE64]. Each type's comment names its C struct and header.
 //
 // # Layout
 //
@@ -52,9 +69,13 @@
 // marked in a comment: read them with encoding/binary's BigEndian. A named
 // union becomes a byte array of its size, commented with its members; an
 // anonymous one becomes its first member that fills it, named after it
-// ([IBUverbsAttr].Data). A flexible array at a struct's end has no Go
-// field, since Go would grow the struct to hold it; it starts at
-// unsafe.Sizeof of the struct, as the struct's comment says. A __u64 that
+// ([IBUverbsAttr].Data), or, where only an anonymous struct fills it, that
+// struct's members, the union's others named in a comment
+// ([Mlx5CQE64].WqeID). A member that a packed struct leaves unaligned is
+// a byte array of its size ([Mlx5WqeCtrlSeg].DciStreamChannelID). A
+// flexible array at a struct's end has no Go field, since Go would grow
+// the struct to hold it; it starts at unsafe.Sizeof of the struct, as the
+// struct's comment says. A __u64 that
 // carries an address the kernel dereferences (a write command's response,
 // the memory of reg_mr, mlx5 queue buffers and doorbells) is a [Pointer].
 //

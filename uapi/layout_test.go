@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,24 +69,35 @@ func atou(t *testing.T, s string) uintptr {
 // C struct on x86-64. The Go types spell out all their padding, so they
 // have those layouts on every GOARCH; the generator checks (gcc -m32)
 // that 32-bit x86 C agrees, and 64-bit ABIs lay out fixed-width integers
-// as x86-64 does. Nothing is skipped anywhere.
+// as x86-64 does. Nothing is skipped anywhere. The kernel's headers and
+// rdma-core's mlx5dv.h have a golden table and a Go map each.
 func TestLayout(t *testing.T) {
-	golden := readGolden(t, "testdata/layout.golden")
-	if len(golden) == 0 {
-		t.Fatal("testdata/layout.golden holds no layouts")
-	}
-	inGolden := map[string]bool{}
-	for _, c := range golden {
-		inGolden[c.Name] = true
-		t.Run(c.Name, func(t *testing.T) {
-			if diff := cmp.Diff(c, goLayout[c.Name]); diff != "" {
-				t.Errorf("%s layout (-C +Go):\n%s", c.Name, diff)
+	for _, g := range []struct {
+		golden   string
+		goLayout map[string]layout
+	}{
+		{"testdata/layout.golden", goLayout},
+		{"testdata/mlx5dv.golden", goLayoutMlx5DV},
+	} {
+		t.Run(strings.TrimPrefix(g.golden, "testdata/"), func(t *testing.T) {
+			golden := readGolden(t, g.golden)
+			if len(golden) == 0 {
+				t.Fatalf("%s holds no layouts", g.golden)
+			}
+			inGolden := map[string]bool{}
+			for _, c := range golden {
+				inGolden[c.Name] = true
+				t.Run(c.Name, func(t *testing.T) {
+					if diff := cmp.Diff(c, g.goLayout[c.Name]); diff != "" {
+						t.Errorf("%s layout (-C +Go):\n%s", c.Name, diff)
+					}
+				})
+			}
+			for name := range g.goLayout {
+				if !inGolden[name] {
+					t.Errorf("%s: in the Go map but not in %s; run make generate", name, g.golden)
+				}
 			}
 		})
-	}
-	for name := range goLayout {
-		if !inGolden[name] {
-			t.Errorf("%s: in zlayout_test.go but not in testdata/layout.golden; run make generate", name)
-		}
 	}
 }

@@ -16,22 +16,23 @@ import (
 // the C compiler, through small programs that genuapi writes into a
 // temporary directory, compiles and runs.
 
-// A cc compiles C against the headers.
+// A cc compiles C against the headers of one unit.
 type cc struct {
-	path  string   // the compiler, "gcc"
-	flags []string // include flags
-	inc   string   // the include directory
-	dir   string   // the temporary directory
+	path    string   // the compiler, "gcc"
+	flags   []string // include flags
+	inc     string   // the system include directory
+	dir     string   // the temporary directory
+	headers []header // what every program includes
 }
 
 // prelude is the #include lines every program starts with.
-func prelude() string { return "#include <stdio.h>\n" + headerIncludes() }
+func (c *cc) prelude() string { return "#include <stdio.h>\n" + c.headerIncludes() }
 
 // headerIncludes includes stddef.h (offsetof) and the headers.
-func headerIncludes() string {
+func (c *cc) headerIncludes() string {
 	var b strings.Builder
 	b.WriteString("#include <stddef.h>\n")
-	for _, h := range headers {
+	for _, h := range c.headers {
 		fmt.Fprintf(&b, "#include <%s>\n", h.path)
 	}
 	return b.String()
@@ -66,7 +67,7 @@ func (c *cc) integerConstants(names []string) ([]string, error) {
 	bad := map[string]bool{}
 	for {
 		var b strings.Builder
-		b.WriteString(prelude())
+		b.WriteString(c.prelude())
 		b.WriteString("void probe(void)\n{\n")
 		first := strings.Count(b.String(), "\n") + 1
 		var lines []string // lines[i] is the name probed at line first+i
@@ -90,7 +91,7 @@ func (c *cc) integerConstants(names []string) ([]string, error) {
 			if i -= first; i < 0 || i >= len(lines) || bad[lines[i]] {
 				continue
 			}
-			alone := prelude() + "void probe(void)\n{\n" + caseProbe(lines[i]) + "}\n"
+			alone := c.prelude() + "void probe(void)\n{\n" + caseProbe(lines[i]) + "}\n"
 			if err := c.write("one.c", alone); err != nil {
 				return nil, err
 			}
@@ -114,9 +115,9 @@ type value struct {
 // program compiles and runs a C program that prints every constant's value
 // and every layout's size and offsets. It returns the values, and the
 // layout lines as printed (they become testdata/layout.golden).
-func (c *cc) program(consts []string, mirrors []*mirror) (map[string]value, []string, map[string]uint64, error) {
+func (c *cc) program(consts []string, mirrors []*mirror, offsets []nestedOffset) (map[string]value, []string, map[string]uint64, error) {
 	var b strings.Builder
-	b.WriteString(prelude())
+	b.WriteString(c.prelude())
 	b.WriteString(`
 static void value(const char *name, int neg, unsigned long long v)
 {
@@ -143,7 +144,7 @@ int main(void)
 			fmt.Fprintf(&b, "\tOFFSET(%s, %s);\n", ct, e.c)
 		}
 	}
-	b.WriteString(nestedProgram())
+	b.WriteString(nestedProgram(offsets))
 	b.WriteString("\treturn 0;\n}\n")
 	if err := c.write("values.c", b.String()); err != nil {
 		return nil, nil, nil, err
@@ -187,7 +188,7 @@ int main(void)
 // information, and returns the object's path: its DWARF describes every
 // struct and union they define.
 func (c *cc) debugObject() (string, error) {
-	if err := c.write("types.c", prelude()); err != nil {
+	if err := c.write("types.c", c.prelude()); err != nil {
 		return "", err
 	}
 	if out, err := c.run("-g", "-fno-eliminate-unused-debug-types", "-c", "-o", "types.o", "types.c"); err != nil {
@@ -203,7 +204,7 @@ func (c *cc) debugObject() (string, error) {
 // reports false when the compiler cannot build for -m32 at all.
 func (c *cc) check32(layout []string) (bool, error) {
 	var b strings.Builder
-	b.WriteString(headerIncludes()) // no libc: its 32-bit headers are seldom installed
+	b.WriteString(c.headerIncludes()) // no stdio.h, but the headers may include libc's
 	for _, l := range layout {
 		lhs, rhs, ok := strings.Cut(l, " = ")
 		if !ok {
@@ -216,8 +217,17 @@ func (c *cc) check32(layout []string) (bool, error) {
 	}
 	// x86's asm/ uapi headers serve 32 and 64 bits alike; the 64-bit
 	// multiarch directory stands in for a missing 32-bit one.
+	// So do libc's, but for gnu/stubs-32.h, which only lists the
+	// functions that 32-bit glibc lacks: an empty one stands in for it.
 	asm := filepath.Join(c.inc, "x86_64-linux-gnu")
-	if out, err := c.run("-m32", "-idirafter", asm, "-fsyntax-only", "-w", "check32.c"); err != nil {
+	stubs := filepath.Join(c.dir, "stubs32")
+	if err := os.MkdirAll(filepath.Join(stubs, "gnu"), 0o755); err != nil {
+		return false, err
+	}
+	if err := c.write(filepath.Join("stubs32", "gnu", "stubs-32.h"), ""); err != nil {
+		return false, err
+	}
+	if out, err := c.run("-m32", "-idirafter", asm, "-idirafter", stubs, "-fsyntax-only", "-w", "check32.c"); err != nil {
 		if strings.Contains(out, "static assertion failed") {
 			return true, fmt.Errorf("layouts differ on 32-bit x86:\n%s", out)
 		}

@@ -5,11 +5,20 @@ import (
 	"strings"
 )
 
-// A header is one uapi header that genuapi mirrors.
+// A header is one header that genuapi mirrors.
 type header struct {
 	path    string                               // under the include directory
 	keep    func(name string, g constGroup) bool // which constants to take; nil takes all
 	structs bool                                 // whether to mirror its structs and unions
+	tags    []string                             // with structs: only these tags ("struct mlx5_cqe64"); nil takes all
+}
+
+// A unit is headers that genuapi compiles together, in C programs of
+// their own, and the files it writes of them.
+type unit struct {
+	name    string // in messages
+	headers []header
+	nested  []nestedOffset
 }
 
 // headers lists what uapi mirrors, in the order its files present them.
@@ -32,6 +41,44 @@ var headers = []header{
 	{path: "rdma/rdma_netlink.h", keep: func(name string, g constGroup) bool {
 		return strings.HasPrefix(name, "RDMA_NLDEV_") || slices.Contains(g.names, "RDMA_NL_NLDEV")
 	}},
+}
+
+// mlx5dvHeaders are rdma-core's public header of the mlx5 provider, for
+// the formats of the device's rings: the CQE, the WQE segments a send or
+// receive queue holds, and the constants that go in them or in the
+// doorbells. It is not a kernel header: the files it becomes are separate
+// (zmlx5dv.go), and its C programs include it without the kernel's uapi
+// headers, whose include guards its copies of them share.
+var mlx5dvHeaders = []header{
+	{path: "infiniband/mlx5dv.h", keep: keepMlx5DV, structs: true, tags: []string{
+		"struct mlx5_err_cqe",
+		"struct mlx5_cqe64",
+		"struct mlx5_wqe_srq_next_seg",
+		"struct mlx5_wqe_data_seg",
+		"struct mlx5_wqe_ctrl_seg",
+		"struct mlx5_wqe_av",
+		"struct mlx5_wqe_datagram_seg",
+		"struct mlx5_wqe_raddr_seg",
+		"struct mlx5_wqe_atomic_seg",
+		"struct mlx5_wqe_inl_data_seg",
+	}},
+}
+
+// keepMlx5DV takes, of mlx5dv.h's constants, those of the verbs data
+// path: CQE opcodes, owner bit and syndromes, the CQ doorbell, send
+// opcodes, control segment flags and the doorbell record indices.
+func keepMlx5DV(name string, _ constGroup) bool {
+	for _, p := range []string{"MLX5_CQE_", "MLX5_CQ_DB_", "MLX5_OPCODE_", "MLX5_WQE_CTRL_", "MLX5_INLINE_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	switch name {
+	case "MLX5_CQ_DOORBELL", "MLX5_INVALID_LKEY", "MLX5_EXTENDED_UD_AV",
+		"MLX5_SEND_WQE_BB", "MLX5_SEND_WQE_SHIFT", "MLX5_RCV_DBR", "MLX5_SND_DBR":
+		return true
+	}
+	return false
 }
 
 // pointerFields are the __aligned_u64 members that carry a user-space

@@ -1,25 +1,42 @@
 // Command genuapi generates package uapi, goverbs' Go mirror of the
-// kernel's RDMA uapi headers. make generate runs it, through the
-// generate directive in uapi/doc.go.
+// kernel's RDMA uapi headers and of the mlx5 device formats in rdma-core's
+// mlx5dv.h. make generate runs it, through the generate directive in
+// uapi/doc.go.
 //
 // It reads the headers it lists (headers.go) for names only: object-like
 // macros, enum members and struct and union tags. Everything else comes
 // from the C compiler. A probe program keeps the macros that are integer
 // constant expressions; a second program prints every constant's value and
 // the size and offsets of every struct, and the DWARF of a third compile
-// describes each struct's members and types. It writes:
+// describes each struct's members and types; a fourth, for -m32, asserts
+// that 32-bit x86 lays the structs out alike. Of the kernel's headers it
+// writes:
 //
 //	zconst.go               the constants, spelt as in the headers
 //	ztypes.go               the structs and unions, as Go types
+//	znested.go              offsets of members inside unions and nested structs
 //	zlayout_test.go         unsafe.Sizeof and unsafe.Offsetof of each, for the layout test
 //	testdata/layout.golden  sizeof and offsetof of each, as the C program printed them
 //
+// mlx5dv.h is compiled apart, in programs of its own (its copies of
+// kernel headers share their include guards), and only the constants and
+// structs that headers.go names are taken. It becomes:
+//
+//	zmlx5dv.go              its constants, structs and nested offsets
+//	zmlx5dv_layout_test.go  the Go half of its layout test
+//	testdata/mlx5dv.golden  the C half
+//
 // Usage:
 //
-//	genuapi [-o dir] [-include dir] [-cc compiler] [-keep]
+//	genuapi [-o dir] [-include dir] [-cc compiler] [-rdma-core-deb file] [-keep] [-v]
 //
-// It needs a C compiler (gcc) and the headers (Debian's linux-libc-dev);
-// building uapi needs neither.
+// It needs a C compiler (gcc) and the kernel's headers (Debian's
+// linux-libc-dev), and for mlx5dv.h Debian's libibverbs-dev 44.0-2: unless
+// -rdma-core-deb names the package file, genuapi downloads it with apt-get
+// download into headers/ in the goverbs cache ($GOVERBS_CACHE, else
+// $XDG_CACHE_HOME/goverbs, else ~/.cache/goverbs) and unpacks it with
+// dpkg-deb into its temporary directory; it installs nothing. Building
+// uapi needs none of these.
 package main
 
 import (
@@ -31,23 +48,33 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 )
 
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("genuapi: ")
-	out := flag.String("o", ".", "write the files into `dir` (package uapi)")
-	inc := flag.String("include", "/usr/include", "read the headers from `dir`")
-	cc := flag.String("cc", envOr("CC", "gcc"), "the C `compiler`")
-	keep := flag.Bool("keep", false, "keep the C programs (the temporary directory is printed)")
-	verbose := flag.Bool("v", false, "list the macros that are not integer constants")
+	var o options
+	flag.StringVar(&o.out, "o", ".", "write the files into `dir` (package uapi)")
+	flag.StringVar(&o.inc, "include", "/usr/include", "read the kernel's headers from `dir`")
+	flag.StringVar(&o.cc, "cc", envOr("CC", "gcc"), "the C `compiler`")
+	flag.StringVar(&o.rdmaCoreDeb, "rdma-core-deb", "", "take mlx5dv.h from this libibverbs-dev `package` (default: "+rdmaCorePackage+" "+rdmaCoreVersion+", downloaded with apt-get into the cache)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the C programs (the temporary directory is printed)")
+	flag.BoolVar(&o.verbose, "v", false, "list the macros that are not integer constants")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := generate(*out, *inc, *cc, *keep, *verbose); err != nil {
+	if o.rdmaCoreDeb == "" {
+		deb, err := downloadRDMACore()
+		if err != nil {
+			log.Fatal(err)
+		}
+		o.rdmaCoreDeb = deb
+	}
+	if err := generate(o); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -59,27 +86,108 @@ func envOr(name, def string) string {
 	return def
 }
 
-func generate(outDir, inc, compiler string, keep, verbose bool) error {
+// options are generate's.
+type options struct {
+	out         string // the uapi directory
+	inc         string // the kernel's headers and libc's
+	cc          string // the C compiler
+	rdmaCoreDeb string // libibverbs-dev's .deb, for mlx5dv.h; "" leaves its files out
+	keep        bool   // keep the temporary directory
+	verbose     bool   // list the macros that are not integer constants
+}
+
+// A unitResult is what one unit's headers and C programs gave.
+type unitResult struct {
+	groups  []constGroup
+	vals    map[string]value
+	mirrors []*mirror
+	layout  []string          // the C program's sizeof and offsetof lines
+	nested  map[string]uint64 // the nested offsets' values
+}
+
+func generate(o options) error {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		// The golden layouts and the structs are x86-64's; the layout test
 		// proves them on the other architectures.
 		return fmt.Errorf("run on linux/amd64, not %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
+	dir, err := os.MkdirTemp("", "genuapi")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintln(os.Stderr, "genuapi: C programs in", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	var sysFlags []string
+	if o.inc != "/usr/include" {
+		sysFlags = []string{"-isystem", o.inc}
+	}
+
+	kernel := unit{name: "kernel uapi", headers: headers, nested: nestedOffsets}
+	kr, err := kernel.run(o, o.inc, filepath.Join(dir, "uapi"), sysFlags)
+	if err != nil {
+		return err
+	}
+	origin := fmt.Sprintf("genuapi (make generate) from %s/rdma, linux-libc-dev %s, linux/amd64", o.inc, pkgVersion())
+	files := map[string]string{
+		"zconst.go":              constSource(origin, kr.groups, kr.vals),
+		"ztypes.go":              typesSource(origin, kr.mirrors),
+		"zlayout_test.go":        layoutSource(origin, kr.mirrors, "goLayout", "testdata/layout.golden"),
+		"znested.go":             nestedSource(origin, kernel.nested, kr.nested),
+		"testdata/layout.golden": goldenSource(origin, kr.layout),
+	}
+
+	if o.rdmaCoreDeb != "" {
+		// rdma-core's headers, unpacked from the package into the
+		// temporary directory: nothing is installed.
+		root := filepath.Join(dir, "rdma-core")
+		pkg, err := unpackDeb(o.rdmaCoreDeb, root)
+		if err != nil {
+			return err
+		}
+		rinc := filepath.Join(root, "usr", "include")
+		mlx5dv := unit{name: "mlx5dv.h", headers: mlx5dvHeaders, nested: mlx5dvNestedOffsets}
+		mr, err := mlx5dv.run(o, rinc, filepath.Join(dir, "mlx5dv"), append([]string{"-isystem", rinc}, sysFlags...))
+		if err != nil {
+			return err
+		}
+		if err := disjoint(kr, mr); err != nil {
+			return err
+		}
+		origin := fmt.Sprintf("genuapi (make generate) from infiniband/mlx5dv.h, %s (rdma-core), linux/amd64", pkg)
+		files["zmlx5dv.go"] = mlx5dvSource(origin, mr.groups, mr.vals, mr.mirrors, mlx5dv.nested, mr.nested)
+		files["zmlx5dv_layout_test.go"] = layoutSource(origin, mr.mirrors, "goLayoutMlx5DV", "testdata/mlx5dv.golden")
+		files["testdata/mlx5dv.golden"] = goldenSource(origin, mr.layout)
+	}
+
+	for name, src := range files {
+		if err := writeFile(filepath.Join(o.out, name), src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run reads u's headers under dir for names and compiles its C programs
+// in work, with the include flags given.
+func (u unit) run(o options, dir, work string, flags []string) (*unitResult, error) {
+	r := &unitResult{}
 
 	// Names, from the headers' text.
-	var groups []constGroup
 	var tags []*tagDef
 	tagIndex := map[string]*tagDef{}
 	seen := map[string]bool{}
 	var names []string
-	for _, h := range headers {
-		src, err := os.ReadFile(filepath.Join(inc, h.path))
+	for _, h := range u.headers {
+		src, err := os.ReadFile(filepath.Join(dir, h.path))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		gs, ts, err := scan(h, string(src))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, g := range gs {
 			var kept []string
@@ -91,43 +199,43 @@ func generate(outDir, inc, compiler string, keep, verbose bool) error {
 			}
 			if len(kept) > 0 {
 				g.names = kept
-				groups = append(groups, g)
+				r.groups = append(r.groups, g)
 				names = append(names, kept...)
 			}
 		}
-		if h.structs {
-			for i := range ts {
-				t := &ts[i]
-				key := t.kind + " " + t.tag
-				if tagIndex[key] != nil {
-					return fmt.Errorf("%s defined twice", key)
-				}
-				tagIndex[key] = t
-				tags = append(tags, t)
+		if !h.structs {
+			continue
+		}
+		for i := range ts {
+			t := &ts[i]
+			key := t.kind + " " + t.tag
+			if h.tags != nil && !slices.Contains(h.tags, key) {
+				continue
+			}
+			if tagIndex[key] != nil {
+				return nil, fmt.Errorf("%s defined twice", key)
+			}
+			tagIndex[key] = t
+			tags = append(tags, t)
+		}
+		for _, key := range h.tags {
+			if tagIndex[key] == nil {
+				return nil, fmt.Errorf("%s: no %s", h.path, key)
 			}
 		}
 	}
 
-	dir, err := os.MkdirTemp("", "genuapi")
-	if err != nil {
-		return err
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
 	}
-	if keep {
-		fmt.Fprintln(os.Stderr, "genuapi: C programs in", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	c := &cc{path: compiler, dir: dir, inc: inc}
-	if inc != "/usr/include" {
-		c.flags = []string{"-isystem", inc}
-	}
+	c := &cc{path: o.cc, dir: work, inc: o.inc, flags: flags, headers: u.headers}
 
 	// Values.
 	consts, err := c.integerConstants(names)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if verbose {
+	if o.verbose {
 		ok := map[string]bool{}
 		for _, n := range consts {
 			ok[n] = true
@@ -142,58 +250,77 @@ func generate(outDir, inc, compiler string, keep, verbose bool) error {
 	// Structs.
 	obj, err := c.debugObject()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dw, err := readDWARF(obj)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b := &typeBuilder{tags: tagIndex, done: map[string]*mirror{}, dw: dw, busy: map[string]bool{},
 		pointer: gotype{expr: "Pointer", size: 8, align: 8}}
-	var mirrors []*mirror
 	goNames := map[string]string{}
 	for _, t := range tags {
 		m, err := b.mirrorOf(t)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if other, ok := goNames[m.goName]; ok {
-			return fmt.Errorf("%s %s and %s both become Go type %s", t.kind, t.tag, other, m.goName)
+			return nil, fmt.Errorf("%s %s and %s both become Go type %s", t.kind, t.tag, other, m.goName)
 		}
 		goNames[m.goName] = t.kind + " " + t.tag
-		mirrors = append(mirrors, m)
+		r.mirrors = append(r.mirrors, m)
 	}
 	for _, t := range tags {
 		for _, p := range pointerFields[t.tag] {
 			if !hasMember(dw[t.kind+" "+t.tag], p) {
-				return fmt.Errorf("pointerFields: %s %s has no member %s", t.kind, t.tag, p)
+				return nil, fmt.Errorf("pointerFields: %s %s has no member %s", t.kind, t.tag, p)
 			}
 		}
 	}
 
-	vals, layout, nested, err := c.program(consts, mirrors)
-	if err != nil {
-		return err
+	if r.vals, r.layout, r.nested, err = c.program(consts, r.mirrors, u.nested); err != nil {
+		return nil, err
 	}
-	ok32, err := c.check32(layout)
+	ok32, err := c.check32(r.layout)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("%s: %w", u.name, err)
 	}
 	if !ok32 {
-		fmt.Fprintf(os.Stderr, "genuapi: %s -m32 does not work here; 32-bit layouts not checked\n", compiler)
+		fmt.Fprintf(os.Stderr, "genuapi: %s -m32 does not work here; 32-bit layouts of %s not checked\n", o.cc, u.name)
 	}
+	return r, nil
+}
 
-	origin := fmt.Sprintf("genuapi (make generate) from %s/rdma, linux-libc-dev %s, linux/amd64", inc, pkgVersion())
-	files := map[string]string{
-		"zconst.go":              constSource(origin, groups, vals),
-		"ztypes.go":              typesSource(origin, mirrors),
-		"zlayout_test.go":        layoutSource(origin, mirrors),
-		"znested.go":             nestedSource(origin, nested),
-		"testdata/layout.golden": goldenSource(origin, layout),
+// disjoint checks that two units' files, which share package uapi,
+// declare no name twice.
+func disjoint(a, b *unitResult) error {
+	names := map[string]bool{}
+	for _, g := range a.groups {
+		for _, n := range g.names {
+			names[n] = true
+		}
 	}
-	for name, src := range files {
-		if err := writeFile(filepath.Join(outDir, name), src); err != nil {
-			return err
+	for _, m := range a.mirrors {
+		names[m.goName] = true
+	}
+	for n := range a.nested {
+		names[n] = true
+	}
+	for _, g := range b.groups {
+		for _, n := range g.names {
+			if names[n] {
+				return fmt.Errorf("%s: %s is also a kernel uapi name", g.header, n)
+			}
+		}
+	}
+	for _, m := range b.mirrors {
+		if names[m.goName] {
+			return fmt.Errorf("%s %s becomes Go type %s, which the kernel uapi files declare", m.kind, m.tag, m.goName)
+		}
+	}
+	for n := range b.nested {
+		if names[n] {
+			return fmt.Errorf("nested offset %s is also a kernel uapi name", n)
 		}
 	}
 	return nil

@@ -22,6 +22,9 @@ func TestGoName(t *testing.T) {
 		"cqe_version":               "CQEVersion",
 		"_sockaddr_in":              "SockaddrIn",
 		"resp_v2":                   "RespV2",
+		"mlx5_cqe64":                "Mlx5CQE64",
+		"mlx5_err_cqe":              "Mlx5ErrCQE",
+		"mlx5_wqe_ctrl_seg":         "Mlx5WqeCtrlSeg",
 	} {
 		if got := goName(c); got != want {
 			t.Errorf("goName(%q) = %q, want %q", c, got, want)

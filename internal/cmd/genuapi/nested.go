@@ -5,10 +5,13 @@ import (
 	"strings"
 )
 
+// A nestedOffset is a Go constant for offsetof(ctype, member).
+type nestedOffset struct{ goName, ctype, member string }
+
 // nestedOffsets are offsets of members inside unions and nested structs,
 // which the generated structs keep as bytes: the providers address them by
 // these constants, taken from the C compiler like everything else.
-var nestedOffsets = []struct{ goName, ctype, member string }{
+var nestedOffsets = []nestedOffset{
 	{"OffsetRxeSendWqeWRUnion", "struct rxe_send_wqe", "wr.wr"},
 	{"OffsetRxeSendWqeRDMARemoteAddr", "struct rxe_send_wqe", "wr.wr.rdma.remote_addr"},
 	{"OffsetRxeSendWqeRDMARKey", "struct rxe_send_wqe", "wr.wr.rdma.rkey"},
@@ -26,21 +29,32 @@ var nestedOffsets = []struct{ goName, ctype, member string }{
 	{"OffsetRxeRecvWqeDmaSGE", "struct rxe_recv_wqe", "dma.sge"},
 }
 
+// mlx5dvNestedOffsets are those of mlx5dv.h: the address vector's key
+// is a union of the UD queue key (with a reserved word) and the DC key.
+var mlx5dvNestedOffsets = []nestedOffset{
+	{"OffsetMlx5WqeAvQkey", "struct mlx5_wqe_av", "key.qkey.qkey"},
+	{"OffsetMlx5WqeAvDcKey", "struct mlx5_wqe_av", "key.dc_key"},
+}
+
 // nestedProgram is the C that prints them, one "nested NAME VALUE" line each.
-func nestedProgram() string {
+func nestedProgram(nested []nestedOffset) string {
 	var b strings.Builder
-	for _, n := range nestedOffsets {
+	for _, n := range nested {
 		fmt.Fprintf(&b, "\tprintf(\"nested %s %%zu\\n\", offsetof(%s, %s));\n", n.goName, n.ctype, n.member)
 	}
 	return b.String()
 }
 
 // nestedSource is the Go file of the nested offsets.
-func nestedSource(origin string, vals map[string]uint64) string {
+func nestedSource(origin string, nested []nestedOffset, vals map[string]uint64) string {
+	return genHeader("//", origin) + "\npackage uapi\n" + nestedDecls(nested, vals)
+}
+
+// nestedDecls declares the nested offsets.
+func nestedDecls(nested []nestedOffset, vals map[string]uint64) string {
 	var b strings.Builder
-	b.WriteString(genHeader("//", origin))
-	b.WriteString("\npackage uapi\n\n// Offsets of members inside unions and nested structs, from offsetof.\nconst (\n")
-	for _, n := range nestedOffsets {
+	b.WriteString("\n// Offsets of members inside unions and nested structs, from offsetof.\nconst (\n")
+	for _, n := range nested {
 		fmt.Fprintf(&b, "\t%s = %d // offsetof(%s, %s)\n", n.goName, vals[n.goName], n.ctype, n.member)
 	}
 	b.WriteString(")\n")

@@ -4,6 +4,7 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -33,6 +34,7 @@ type field struct {
 	typ     gotype
 	off     int64
 	comment string
+	lead    string   // a comment line before it
 	c       []string // the C members it stands for
 	decl    string   // its C declaration, for comments
 }
@@ -193,6 +195,14 @@ func (b *typeBuilder) fields(st *dwarf.StructType, t *tagDef) (fields, dropped [
 		if f.off < off {
 			return nil, nil, fmt.Errorf("member %s at %d overlaps the one before (ends at %d)", f.c[0], f.off, off)
 		}
+		if f.off%f.typ.align != 0 && f.typ.inner == nil && reScalar.MatchString(f.typ.expr) {
+			// A member of a packed struct: Go has no unaligned integer,
+			// so it is its bytes.
+			f.typ.expr = fmt.Sprintf("[%d]byte", f.typ.size)
+			f.typ.align = 1
+			f.typ.note = strings.TrimPrefix(f.typ.note+", unaligned", ", ")
+			f.comment = f.typ.note
+		}
 		if f.off%f.typ.align != 0 {
 			return nil, nil, fmt.Errorf("member %s at %d is not %d-aligned", f.c[0], f.off, f.typ.align)
 		}
@@ -259,6 +269,18 @@ func (b *typeBuilder) members(st *dwarf.StructType, base int64, t *tagDef) ([]fi
 			}
 		}
 		if rep == nil {
+			// An anonymous struct that fills the union, beside named
+			// members that do not: its members become fields, the
+			// others a comment.
+			fs, others, err := b.anonStructFilling(sub, off, t)
+			if err != nil {
+				return nil, err
+			}
+			if len(fs) > 0 {
+				fs[0].lead = fmt.Sprintf("%s to %s share a union with %s.", fs[0].c[0], fs[len(fs)-1].c[0], strings.Join(others, ", "))
+				out = append(out, fs...)
+				continue
+			}
 			return nil, fmt.Errorf("anonymous union at %d: no named member fills it", off)
 		}
 		f, err := b.member(rep, off, t)
@@ -272,6 +294,30 @@ func (b *typeBuilder) members(st *dwarf.StructType, base int64, t *tagDef) ([]fi
 	}
 	return out, nil
 }
+
+// anonStructFilling returns the fields of the anonymous struct that fills
+// union u (at off), if it has one, and the C declarations of u's other
+// members.
+func (b *typeBuilder) anonStructFilling(u *dwarf.StructType, off int64, t *tagDef) (fs []field, others []string, err error) {
+	var fill *dwarf.StructField
+	for _, m := range u.Field {
+		st, ok := m.Type.(*dwarf.StructType)
+		if fill == nil && m.Name == "" && ok && st.Kind == "struct" && st.StructName == "" && st.ByteSize == u.ByteSize {
+			fill = m
+			continue
+		}
+		others = append(others, cDecl(m.Type, m.Name))
+	}
+	if fill == nil {
+		return nil, nil, nil
+	}
+	if fs, err = b.members(fill.Type.(*dwarf.StructType), off+fill.ByteOffset, t); err != nil {
+		return nil, nil, err
+	}
+	return fs, others, nil
+}
+
+var reScalar = regexp.MustCompile(`^u?int(8|16|32|64)$`)
 
 // unwrapFlex returns the flexible array that the kernel's
 // __DECLARE_FLEX_ARRAY(T, name) wraps, so that it can sit in a union:

@@ -30,9 +30,12 @@ var (
 
 // constSource returns zconst.go.
 func constSource(origin string, groups []constGroup, vals map[string]value) string {
+	return genHeader("//", origin) + "\npackage uapi\n" + constDecls(groups, vals)
+}
+
+// constDecls declares the constants, a const block for each group.
+func constDecls(groups []constGroup, vals map[string]value) string {
 	var b strings.Builder
-	b.WriteString(genHeader("//", origin))
-	b.WriteString("\npackage uapi\n")
 	hex := map[string]bool{} // names written in hex: as the header writes them
 	for _, g := range groups {
 		var names []string
@@ -84,9 +87,12 @@ func constSource(origin string, groups []constGroup, vals map[string]value) stri
 
 // typesSource returns ztypes.go.
 func typesSource(origin string, mirrors []*mirror) string {
+	return genHeader("//", origin) + "\npackage uapi\n\nimport \"structs\"\n" + typeDecls(mirrors)
+}
+
+// typeDecls declares the Go types.
+func typeDecls(mirrors []*mirror) string {
 	var b strings.Builder
-	b.WriteString(genHeader("//", origin))
-	b.WriteString("\npackage uapi\n\nimport \"structs\"\n")
 	for _, m := range mirrors {
 		if m.kind == "union" {
 			fmt.Fprintf(&b, "\n// %s mirrors union %s (%s): %s.\n", m.goName, m.tag, m.header, m.doc)
@@ -107,6 +113,9 @@ func typesSource(origin string, mirrors []*mirror) string {
 }
 
 func writeField(b *strings.Builder, f field) {
+	if f.lead != "" {
+		fmt.Fprintf(b, "// %s\n", f.lead)
+	}
 	fmt.Fprintf(b, "%s %s", f.name, f.typ.expr)
 	if f.comment != "" {
 		fmt.Fprintf(b, " // %s", f.comment)
@@ -114,21 +123,23 @@ func writeField(b *strings.Builder, f field) {
 	b.WriteString("\n")
 }
 
-// layoutSource returns zlayout_test.go: the Go half of the layout test.
-func layoutSource(origin string, mirrors []*mirror) string {
+// layoutSource returns zlayout_test.go (or another unit's file of the
+// kind): the Go half of the layout test, a map named varName that
+// layout_test.go compares with golden.
+func layoutSource(origin string, mirrors []*mirror, varName, golden string) string {
 	var b strings.Builder
 	b.WriteString(genHeader("//", origin))
-	b.WriteString(`
+	fmt.Fprintf(&b, `
 package uapi
 
 import "unsafe"
 
-// goLayout holds, for each C struct and union in testdata/layout.golden,
+// %s holds, for each C struct and union in %s,
 // what Go says: unsafe.Sizeof the Go type and unsafe.Offsetof each field
 // that stands for a C member. A flexible array, which no Go field holds,
 // starts at unsafe.Sizeof.
-var goLayout = map[string]layout{
-`)
+var %[1]s = map[string]layout{
+`, varName, golden)
 	for _, m := range mirrors {
 		ct := m.kind + " " + m.tag
 		fmt.Fprintf(&b, "%q: {\nName: %q,\nSize: unsafe.Sizeof(%s{}),\n", ct, ct, m.goName)
@@ -143,6 +154,31 @@ var goLayout = map[string]layout{
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// mlx5dvSource returns zmlx5dv.go: mlx5dv.h's constants, types and
+// nested offsets in one file.
+func mlx5dvSource(origin string, groups []constGroup, vals map[string]value, mirrors []*mirror, nested []nestedOffset, nvals map[string]uint64) string {
+	return genHeader("//", origin) + `
+package uapi
+
+import "structs"
+
+// The mlx5 device's ring formats, from rdma-core's infiniband/mlx5dv.h:
+// the 64-byte completion queue entry (CQE) as the device writes it, its
+// error form, and the segments that make up work queue entries (WQEs) in
+// send and receive queues, with the constants that go in them and in the
+// doorbells. The kernel's uapi has none of them: they are the device's.
+//
+// Byte order: the device reads and writes every multi-byte field
+// big-endian, whatever its C type says (__be32, noted on the field, but
+// plain uint32_t in mlx5_err_cqe and mlx5_wqe_inl_data_seg). The Go fields
+// are plain unsigned integers of the C sizes: read and write them in the
+// rings, which the device shares, with encoding/binary's BigEndian at the
+// fields' offsets (unsafe.Offsetof), never as host-order integers through
+// a typed pointer. A member that a packed struct leaves unaligned is its
+// bytes. Byte arrays are byte arrays.
+` + constDecls(groups, vals) + typeDecls(mirrors) + nestedDecls(nested, nvals)
 }
 
 // goldenSource returns testdata/layout.golden: the C program's lines.
