@@ -9,5 +9,5 @@ func devinfoTo(stdout, stderr io.Writer, args []string) int {
 	if _, status, ok := parseDevinfo(stderr, args); !ok {
 		return status
 	}
-	return failTo(stderr, "RDMA needs Linux")
+	return unsupportedTo(stderr, "devinfo")
 }

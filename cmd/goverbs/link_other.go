@@ -9,5 +9,5 @@ func linkTo(stdout, stderr io.Writer, args []string) int {
 	if _, err := parseLink(args); err != nil {
 		return linkUsageError(stderr, err)
 	}
-	return failTo(stderr, "RDMA needs Linux")
+	return unsupportedTo(stderr, "link")
 }
