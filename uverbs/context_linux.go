@@ -12,6 +12,7 @@ import (
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
+	"github.com/goverbs/goverbs/provider/mlx5"
 	"github.com/goverbs/goverbs/provider/rxe"
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -56,12 +57,14 @@ func Open(name string) (*Context, error) {
 // providers are the drivers goverbs has a provider for, by driver id:
 // imported directly, so a static binary finds them with no configuration.
 var providers = map[uint32]provider.Driver{
-	uapi.RDMA_DRIVER_RXE: rxe.Driver{},
+	uapi.RDMA_DRIVER_RXE:  rxe.Driver{},
+	uapi.RDMA_DRIVER_MLX5: mlx5.Driver{},
 }
 
 // driverNames names the drivers goverbs knows but has no provider for yet.
 var driverNames = map[uint32]string{
-	uapi.RDMA_DRIVER_MLX5: "mlx5",
+	uapi.RDMA_DRIVER_MLX4: "mlx4",
+	uapi.RDMA_DRIVER_EFA:  "efa",
 }
 
 // Open opens the device: its uverbs char device, a ucontext on it
@@ -75,7 +78,7 @@ func (d Device) Open() (*Context, error) {
 		if !ok {
 			name = fmt.Sprintf("driver id %d", d.DriverID)
 		}
-		return fail(fmt.Errorf("no goverbs provider for %s yet (have: rxe): %w", name, ErrNotSupported))
+		return fail(fmt.Errorf("no goverbs provider for %s yet (have: rxe, mlx5): %w", name, ErrNotSupported))
 	}
 	fd, err := unix.Open(d.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {

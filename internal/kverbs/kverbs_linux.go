@@ -283,15 +283,16 @@ func PostSendDoorbell(c *transport.Conn, cmd *transport.Cmd, qp uint32) error {
 }
 
 // ResizeCQ asks the kernel to resize a CQ to at least cqe entries and
-// returns the new size; the driver's response is copied into uhwOut.
-func ResizeCQ(c *transport.Conn, handle, cqe uint32, uhwOut []byte) (uint32, error) {
+// returns the new size, with the driver's data uhwIn; the driver's
+// response is copied into uhwOut.
+func ResizeCQ(c *transport.Conn, handle, cqe uint32, uhwIn, uhwOut []byte) (uint32, error) {
 	cmd := getCmd()
 	defer putCmd(cmd)
 	req := transport.As[uapi.IBUverbsResizeCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_RESIZE_CQ, false,
 		transport.SizeOf[uapi.IBUverbsResizeCQ](), transport.SizeOf[uapi.IBUverbsResizeCQResp]()))
 	req.CQHandle = handle
 	req.CQE = cqe
-	out := writeUHW(cmd, nil, len(uhwOut))
+	out := writeUHW(cmd, uhwIn, len(uhwOut))
 	if err := c.Invoke(cmd); err != nil {
 		return 0, err
 	}

@@ -1,6 +1,35 @@
-// Package mlx5 will be the ConnectX (mlx5) provider: CQ and WQ ring
-// layouts, doorbell records, UAR doorbells with explicit MMIO ordering,
-// and the driver data of context, CQ and QP creation.
+// Package mlx5 is goverbs' provider for NVIDIA/Mellanox ConnectX-4 and
+// later (the mlx5 kernel driver): the user-space half of the data path,
+// written against the device's ring layouts. It is the rxe provider's
+// twin behind the same seam (internal/provider), so package cq and
+// package uverbs work unchanged on either.
 //
-// It is empty so far.
+// What it owns:
+//
+//   - Context: GET_CONTEXT with mlx5 driver data, asking for dynamic UARs
+//     (kernel ≥ 5.8) and falling back to the static ones; one UAR page for
+//     CQ arm doorbells and one for QP send doorbells, mmapped from the
+//     uverbs fd; the CQE version (1: CQEs name QPs by a user index).
+//   - CQ: a ring of 64-byte CQEs in page-aligned memory outside the Go
+//     heap (MADV_DONTFORK), every CQE invalid at first, and a doorbell
+//     record. Poll reads a CQE when its owner bit matches the pass of the
+//     consumer index, fences, decodes it and finds the work request's
+//     wr_id in its QP's queue; the consumer index goes to the doorbell
+//     record once per batch. ReqNotify writes the arm word to the doorbell
+//     record and rings the UAR with one 8-byte big-endian store, no
+//     syscall; the arm sequence number advances per event read. Resize
+//     copies what precedes the device's resize CQE into the new ring.
+//     Compressed CQEs and scatter-to-CQE are never asked for.
+//   - QP: RC, UC and UD send queues of 64-byte basic blocks (ctrl,
+//     remote-address, atomic, datagram, data and inline segments, wrapping
+//     at the end of the ring), receive queues of data-segment lists, the
+//     doorbell record, and the 8-byte UAR doorbell (no BlueFlame).
+//
+// The fences and the UAR store are small Go assembly stubs on amd64 and
+// arm64 (mmio_*.s); the doorbell records are ordinary memory, ordered with
+// sync/atomic. Every multi-byte field the device sees is big-endian.
+//
+// No ConnectX is needed to test it: internal/mlx5model plays the kernel
+// driver and the HCA in-process, and the conformance suite runs against
+// it (make model).
 package mlx5

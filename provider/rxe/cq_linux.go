@@ -46,10 +46,13 @@ func (q *CQ) Size() int { return q.size }
 // Poll copies up to len(wcs) completions out of the ring: acquire-load the
 // producer index, copy each slot, release-store the consumer index once.
 // It never passes the producer and never takes a CQE without a slot for it.
+// Both indices are masked as they are read, as rdma-core's queue_empty
+// does: an index the kernel (or a stray store) left out of range cannot
+// make Poll hand back more than the ring holds.
 func (q *CQ) Poll(wcs []cq.WC) int {
 	r := q.ring
-	cons := r.cons.Load() // our own index
-	prod := r.prod.Load() // the kernel's: acquire
+	cons := r.cons.Load() & r.mask // our own index
+	prod := r.prod.Load() & r.mask // the kernel's: acquire
 	n := 0
 	for n < len(wcs) && cons != prod {
 		convertWC(&wcs[n], (*uapi.IBUverbsWC)(r.slot(cons)))
@@ -123,7 +126,7 @@ func (q *CQ) ReqNotify(solicitedOnly bool) error {
 // size below the number of completions held (EINVAL).
 func (q *CQ) Resize(n int) (int, error) {
 	var resp uapi.RxeResizeCQResp
-	cqe, err := kverbs.ResizeCQ(q.conn, q.handle, uint32(n), bytesOf(&resp))
+	cqe, err := kverbs.ResizeCQ(q.conn, q.handle, uint32(n), nil, bytesOf(&resp))
 	if err != nil {
 		return q.size, err
 	}

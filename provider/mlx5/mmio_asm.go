@@ -1,0 +1,21 @@
+//go:build amd64 || arm64
+
+package mlx5
+
+import "unsafe"
+
+// mmioStore64 stores v to the UAR at p in one 8-byte write; the bytes go in
+// host memory order, so the caller builds v from the big-endian bytes.
+//
+//go:noescape
+func mmioStore64(p unsafe.Pointer, v uint64)
+
+// dmaFence orders the CPU's stores to DMA memory (WQEs) before a later
+// store the device reads (the doorbell record).
+func dmaFence()
+
+// readFence orders a CQE's owner bit before the reads of the rest of it.
+func readFence()
+
+// wcFence orders ordinary stores before a UAR store, and flushes it.
+func wcFence()

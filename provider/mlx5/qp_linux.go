@@ -1,0 +1,591 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// The largest header a send WQE of each QP type needs before its data:
+// ctrl + raddr + atomic for RC, ctrl + raddr for UC, ctrl + datagram for
+// UD. (Memory-window and UMR work requests, which need more, are not
+// supported.)
+const (
+	overheadRC = ctrlSize + raddrSize + atomicSize
+	overheadUC = ctrlSize + raddrSize
+	overheadUD = ctrlSize + avSize
+)
+
+// sendQueue is the send half of a QP's buffer: 64-byte basic blocks,
+// written here, read by the device after the doorbell.
+type sendQueue struct {
+	mem     []byte // the ring of wqeCnt basic blocks
+	wqeCnt  uint32 // basic blocks, a power of two
+	maxPost uint32 // WQEs that fit at once
+	curPost uint32 // basic blocks posted, free-running
+	head    uint32 // WQEs posted
+	// tail counts WQEs the device is done with; Poll advances it, for
+	// unsignaled WQEs too (a completion frees every WQE up to its own).
+	tail    atomic.Uint32
+	wrid    []uint64 // by first basic block
+	wqeHead []uint32 // head when the WQE at that block was posted
+}
+
+// complete returns the wr_id of the WQE at wqe_counter ctr and frees the
+// queue up to it.
+func (s *sendQueue) complete(ctr uint16) uint64 {
+	idx := uint32(ctr) & (s.wqeCnt - 1)
+	s.tail.Store(s.wqeHead[idx] + 1)
+	return s.wrid[idx]
+}
+
+// recvQueue is the receive half: WQEs of 2^shift bytes, each a list of
+// data segments.
+type recvQueue struct {
+	mem    []byte
+	wqeCnt uint32
+	shift  uint32
+	maxGS  uint32
+	head   uint32
+	tail   atomic.Uint32
+	wrid   []uint64
+}
+
+// completeRecv returns the wr_id of the receive WQE at ctr.
+func (r *recvQueue) completeRecv(ctr uint16) uint64 {
+	if r.wqeCnt == 0 {
+		return 0
+	}
+	r.tail.Add(1)
+	return r.wrid[uint32(ctr)&(r.wqeCnt-1)]
+}
+
+// QP is an mlx5 queue pair. Posting writes WQEs into its buffer and rings
+// the doorbell: the doorbell record, then (for sends) an 8-byte store of
+// the last WQE's first bytes to the UAR's blue-flame register. No
+// syscall.
+type QP struct {
+	ctx    *context
+	k      kverbs.QP
+	typ    uint8
+	ud     bool
+	key    uint32 // the CQEs' name for it: user index or QPN
+	cap    kverbs.QPCap
+	ovh    int // header bytes before the data
+	sq     sendQueue
+	rq     recvQueue
+	buf    dmaBuf
+	db     unsafe.Pointer
+	bf     unsafe.Pointer // the blue-flame register rung with 8 bytes
+	ctrl   []byte         // the last WQE's ctrl segment
+	sigAll bool           // every send WQE asks for a CQE
+}
+
+// CreateQP sizes and allocates the queues, then creates the QP in the
+// kernel with their addresses, its user index and its UAR page.
+func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
+	q := &QP{ctx: c, typ: r.Type, sigAll: r.SigAll}
+	switch r.Type {
+	case uapi.IB_UVERBS_QPT_RC:
+		q.ovh = overheadRC
+	case uapi.IB_UVERBS_QPT_UC:
+		q.ovh = overheadUC
+	case uapi.IB_UVERBS_QPT_UD:
+		q.ovh, q.ud = overheadUD, true
+	default:
+		return nil, fmt.Errorf("mlx5: QP type %d: %w", r.Type, unix.EOPNOTSUPP)
+	}
+	if r.HasSRQ {
+		return nil, fmt.Errorf("mlx5: shared receive queues: %w", unix.EOPNOTSUPP)
+	}
+	if err := q.size(r.Cap, &c.resp); err != nil {
+		return nil, err
+	}
+	rqBytes := int(q.rq.wqeCnt << q.rq.shift)
+	sqBytes := int(q.sq.wqeCnt) * sendWQEBB
+	var err error
+	if q.buf, err = allocDMA(rqBytes + sqBytes); err != nil {
+		return nil, err
+	}
+	q.rq.mem, q.sq.mem = q.buf[:rqBytes], q.buf[rqBytes:rqBytes+sqBytes]
+	q.sq.wrid, q.sq.wqeHead = make([]uint64, q.sq.wqeCnt), make([]uint32, q.sq.wqeCnt)
+	q.rq.wrid = make([]uint64, q.rq.wqeCnt)
+	if q.db, err = c.dbs.get(); err != nil {
+		q.buf.free()
+		return nil, err
+	}
+	req := uapi.Mlx5IBCreateQP{
+		BufAddr:    uapi.NewPointer(q.buf.ptr()),
+		DbAddr:     uapi.NewPointer(q.db),
+		SqWqeCount: q.sq.wqeCnt,
+		RqWqeCount: q.rq.wqeCnt,
+		RqWqeShift: q.rq.shift,
+		UIDX:       legacyUIDX,
+	}
+	if c.cqeVersion == 1 {
+		req.UIDX = c.newUIDX()
+	}
+	if c.dynamic {
+		req.Flags |= uapi.MLX5_QP_FLAG_UAR_PAGE_INDEX
+		req.BfregIndex = c.qpUAR.pageID
+	}
+	var resp uapi.Mlx5IBCreateQPResp
+	if q.k, err = kverbs.CreateQP(c.conn, r, bytesOf(&req), bytesOf(&resp)); err != nil {
+		q.free()
+		return nil, err
+	}
+	if err := q.findBF(resp.BfregIndex); err != nil {
+		kverbs.DestroyQP(c.conn, q.k.Handle)
+		q.free()
+		return nil, err
+	}
+	q.k.Cap = q.cap
+	q.key = q.k.QPN
+	if c.cqeVersion == 1 {
+		q.key = req.UIDX
+	}
+	c.setQP(q.key, q)
+	return q, nil
+}
+
+// size works out the queue geometry for the capabilities asked, and what
+// the QP can then do, within the device's limits.
+func (q *QP) size(want kverbs.QPCap, dev *uapi.Mlx5IBAllocUcontextResp) error {
+	if want.MaxRecvWR > 0 {
+		gs := max(want.MaxRecvSGE, 1)
+		stride := roundPow2(gs * dataSize)
+		if dev.MaxRqDescSz != 0 && stride > uint32(dev.MaxRqDescSz) {
+			return fmt.Errorf("mlx5: %d receive SGEs, the device takes %d: %w", gs, dev.MaxRqDescSz/dataSize, unix.EINVAL)
+		}
+		cnt := roundPow2(want.MaxRecvWR)
+		if dev.MaxRecvWR != 0 && cnt > dev.MaxRecvWR {
+			return fmt.Errorf("mlx5: %d receive WRs, the device takes %d: %w", want.MaxRecvWR, dev.MaxRecvWR, unix.EINVAL)
+		}
+		q.rq.wqeCnt, q.rq.shift, q.rq.maxGS = cnt, uint32(bits.TrailingZeros32(stride)), stride/dataSize
+	}
+	inl := 0
+	if want.MaxInlineData > 0 {
+		inl = alignUp(inlineHeader+int(want.MaxInlineData), segSize)
+	}
+	wqeSize := alignUp(max(q.ovh+int(max(want.MaxSendSGE, 1))*dataSize, q.ovh+inl), sendWQEBB)
+	if dev.MaxSqDescSz != 0 && wqeSize > int(dev.MaxSqDescSz) {
+		return fmt.Errorf("mlx5: send WQEs of %d bytes, the device takes %d: %w", wqeSize, dev.MaxSqDescSz, unix.EINVAL)
+	}
+	wr := max(want.MaxSendWR, 1)
+	if uint64(wr)*uint64(wqeSize) > 1<<30 {
+		return fmt.Errorf("mlx5: %d send WRs: %w", wr, unix.EINVAL)
+	}
+	cnt := roundPow2(wr*uint32(wqeSize)) / sendWQEBB
+	if dev.MaxSendWqebb != 0 && cnt > dev.MaxSendWqebb {
+		return fmt.Errorf("mlx5: %d send WRs of %d bytes, the device takes %d basic blocks: %w", want.MaxSendWR, wqeSize, dev.MaxSendWqebb, unix.EINVAL)
+	}
+	q.sq.wqeCnt, q.sq.maxPost = cnt, cnt*sendWQEBB/uint32(wqeSize)
+	q.cap = kverbs.QPCap{
+		MaxSendWR:     q.sq.maxPost,
+		MaxRecvWR:     q.rq.wqeCnt,
+		MaxSendSGE:    uint32((wqeSize - q.ovh) / dataSize),
+		MaxRecvSGE:    q.rq.maxGS,
+		MaxInlineData: uint32(wqeSize - q.ovh - inlineHeader),
+	}
+	return nil
+}
+
+func alignUp(n, a int) int { return (n + a - 1) &^ (a - 1) }
+
+// findBF finds the blue-flame register the QP's send doorbells go to: in
+// the dynamic UAR page the QP was created on, or in the static page of
+// the register the kernel picked.
+func (q *QP) findBF(index uint32) error {
+	c := q.ctx
+	if c.dynamic {
+		q.bf = unsafe.Add(c.qpUAR.base, bfOffset)
+		return nil
+	}
+	page, err := c.staticPage(index / nonFPBfregsUAR)
+	if err != nil {
+		return err
+	}
+	q.bf = unsafe.Add(page, bfOffset+uintptr(index%nonFPBfregsUAR)*uintptr(c.resp.BFRegSize))
+	return nil
+}
+
+// Handle returns the kernel handle.
+func (q *QP) Handle() uint32 { return q.k.Handle }
+
+// QPN returns the QP number.
+func (q *QP) QPN() uint32 { return q.k.QPN }
+
+// Cap returns what the QP's queues hold.
+func (q *QP) Cap() kverbs.QPCap { return q.k.Cap }
+
+// wqeOpcode maps a work request opcode to the device's.
+var wqeOpcode = [...]uint8{
+	provider.WRRDMAWrite:        opRDMAWrite,
+	provider.WRRDMAWriteWithImm: opRDMAWriteImm,
+	provider.WRSend:             opSend,
+	provider.WRSendWithImm:      opSendImm,
+	provider.WRRDMARead:         opRDMARead,
+	provider.WRAtomicCmpSwp:     opAtomicCS,
+	provider.WRAtomicFetchAdd:   opAtomicFA,
+	provider.WRLocalInv:         opNop, // refused below
+	provider.WRBindMW:           opNop, // refused below
+	provider.WRSendWithInv:      opSendInval,
+}
+
+// PostSend writes each request into the send queue, then rings the
+// doorbell once for the batch.
+func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
+	var n int
+	var err error
+	for n = 0; n < len(wrs); n++ {
+		if err = q.postOneSend(&wrs[n]); err != nil {
+			err = fmt.Errorf("work request %d: %w", n, err)
+			break
+		}
+	}
+	if n > 0 {
+		q.ringSend()
+	}
+	return n, err
+}
+
+// ringSend publishes the posted WQEs: the doorbell record, after the WQEs
+// are in memory, then the 8-byte doorbell with the last WQE's first bytes.
+func (q *QP) ringSend() {
+	dmaFence()
+	storeBE32(unsafe.Add(q.db, dbrecSend), q.sq.curPost&0xffff)
+	wcFence()
+	mmioStore64(q.bf, binary.NativeEndian.Uint64(q.ctrl[:8]))
+	wcFence()
+}
+
+func (q *QP) postOneSend(wr *provider.SendWR) error {
+	if uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
+		return fmt.Errorf("%d SGEs, the QP takes %d: %w", len(wr.SGL), q.cap.MaxSendSGE, unix.EINVAL)
+	}
+	var length uint64
+	for _, s := range wr.SGL {
+		length += uint64(s.Length)
+	}
+	if length > 1<<31 {
+		return fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
+	}
+	inline := wr.Flags&provider.SendInline != 0
+	if inline && length > uint64(q.cap.MaxInlineData) {
+		return fmt.Errorf("%d bytes inline, the QP takes %d: %w", length, q.cap.MaxInlineData, unix.EINVAL)
+	}
+	var ah *AH
+	switch wr.Opcode {
+	case provider.WRSend, provider.WRSendWithImm:
+		if q.ud {
+			var ok bool
+			if ah, ok = wr.AH.(*AH); !ok || ah == nil {
+				return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
+			}
+		}
+	case provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
+		if q.ud {
+			return fmt.Errorf("opcode %d on a UD QP: %w", wr.Opcode, unix.EINVAL)
+		}
+		if q.typ == uapi.IB_UVERBS_QPT_UC && (wr.Opcode == provider.WRRDMARead || wr.Opcode == provider.WRSendWithInv) {
+			return fmt.Errorf("opcode %d on a UC QP: %w", wr.Opcode, unix.EINVAL)
+		}
+	case provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd:
+		if q.typ != uapi.IB_UVERBS_QPT_RC {
+			return fmt.Errorf("atomics need an RC QP: %w", unix.EINVAL)
+		}
+		if length < 8 || wr.RemoteAddr&7 != 0 {
+			return fmt.Errorf("atomic of %d bytes at %#x: need 8 bytes, 8-aligned: %w", length, wr.RemoteAddr, unix.EINVAL)
+		}
+		if inline {
+			return fmt.Errorf("inline atomic: %w", unix.EINVAL)
+		}
+	default:
+		return fmt.Errorf("opcode %d: %w", wr.Opcode, unix.EOPNOTSUPP)
+	}
+	sq := &q.sq
+	if sq.head-sq.tail.Load() >= sq.maxPost {
+		return fmt.Errorf("send queue full (%d entries): %w", sq.maxPost, unix.ENOMEM)
+	}
+	idx := sq.curPost & (sq.wqeCnt - 1)
+	w := wqeWriter{ring: sq.mem, off: int(idx) * sendWQEBB}
+	ctrl := w.seg()
+	if ah != nil {
+		av := w.segs(avSize)
+		av.put(ah.av[:])
+		av.be32(avQKey, wr.RemoteQKey)
+		av.be32(avDQPDCT, wr.RemoteQPN&0xffffff|extendedUDAV)
+	}
+	switch wr.Opcode {
+	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
+		putRaddr(w.seg(), wr.RemoteAddr, wr.RKey)
+	case provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd:
+		putRaddr(w.seg(), wr.RemoteAddr, wr.RKey)
+		a := w.seg()
+		if wr.Opcode == provider.WRAtomicCmpSwp {
+			be.PutUint64(a[atomicSwapAdd:], wr.Swap)
+			be.PutUint64(a[atomicCompare:], wr.CompareAdd)
+		} else {
+			be.PutUint64(a[atomicSwapAdd:], wr.CompareAdd)
+			be.PutUint64(a[atomicCompare:], 0)
+		}
+		// The device writes the 8-byte original value to the first SGE.
+		d := w.seg()
+		be.PutUint32(d[dataByteCount:], 8)
+		be.PutUint32(d[dataLKey:], wr.SGL[0].LKey)
+		be.PutUint64(d[dataAddr:], wr.SGL[0].Addr)
+	}
+	switch {
+	case wr.Opcode == provider.WRAtomicCmpSwp || wr.Opcode == provider.WRAtomicFetchAdd:
+	case inline:
+		w.inline(wr.SGL, uint32(length))
+	default:
+		for _, s := range wr.SGL {
+			if s.Length == 0 {
+				continue // the device takes no empty segment
+			}
+			d := w.seg()
+			be.PutUint32(d[dataByteCount:], s.Length)
+			be.PutUint32(d[dataLKey:], s.LKey)
+			be.PutUint64(d[dataAddr:], s.Addr)
+		}
+	}
+	ds := uint32(w.n / segSize)
+	var fl uint8
+	if wr.Flags&provider.SendSignaled != 0 || q.sigAll {
+		fl |= ctrlCQUpdate
+	}
+	if wr.Flags&provider.SendSolicited != 0 {
+		fl |= ctrlSolicited
+	}
+	if wr.Flags&provider.SendFence != 0 {
+		fl |= ctrlFence
+	}
+	be.PutUint32(ctrl[ctrlOpmodIdxOpcode:], (sq.curPost&0xffff)<<8|uint32(wqeOpcode[wr.Opcode]))
+	be.PutUint32(ctrl[ctrlQPNDS:], q.k.QPN<<8|ds)
+	ctrl[ctrlSignature], ctrl[9], ctrl[10], ctrl[ctrlFMCESE] = 0, 0, 0, fl
+	var imm uint32
+	switch wr.Opcode {
+	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm, provider.WRSendWithInv:
+		imm = wr.Imm
+	}
+	be.PutUint32(ctrl[ctrlImm:], imm)
+	sq.wrid[idx] = wr.WRID
+	sq.wqeHead[idx] = sq.head
+	sq.curPost += (ds*segSize + sendWQEBB - 1) / sendWQEBB
+	sq.head++
+	q.ctrl = ctrl
+	return nil
+}
+
+func putRaddr(s []byte, addr uint64, rkey uint32) {
+	be.PutUint64(s[raddrAddr:], addr)
+	be.PutUint32(s[raddrRKey:], rkey)
+	be.PutUint32(s[raddrRKey+4:], 0)
+}
+
+// PostRecv writes each request into the receive queue, then publishes
+// the new head in the doorbell record; the device needs no MMIO write.
+func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
+	rq := &q.rq
+	if rq.wqeCnt == 0 {
+		return 0, fmt.Errorf("the QP has no receive queue: %w", unix.EINVAL)
+	}
+	var err error
+	n := 0
+	for ; n < len(wrs); n++ {
+		wr := &wrs[n]
+		if uint32(len(wr.SGL)) > rq.maxGS {
+			err = fmt.Errorf("work request %d: %d SGEs, the QP takes %d: %w", n, len(wr.SGL), rq.maxGS, unix.EINVAL)
+			break
+		}
+		if rq.head-rq.tail.Load() >= rq.wqeCnt {
+			err = fmt.Errorf("work request %d: receive queue full (%d entries): %w", n, rq.wqeCnt, unix.ENOMEM)
+			break
+		}
+		idx := rq.head & (rq.wqeCnt - 1)
+		wqe := rq.mem[idx<<rq.shift : (idx+1)<<rq.shift]
+		j := 0
+		for _, s := range wr.SGL {
+			if s.Length == 0 {
+				continue
+			}
+			d := wqe[j*dataSize:]
+			be.PutUint32(d[dataByteCount:], s.Length)
+			be.PutUint32(d[dataLKey:], s.LKey)
+			be.PutUint64(d[dataAddr:], s.Addr)
+			j++
+		}
+		if j < int(rq.maxGS) {
+			d := wqe[j*dataSize:]
+			be.PutUint32(d[dataByteCount:], 0)
+			be.PutUint32(d[dataLKey:], invalidLKey)
+			be.PutUint64(d[dataAddr:], 0)
+		}
+		rq.wrid[idx] = wr.WRID
+		rq.head++
+	}
+	if n > 0 {
+		dmaFence()
+		storeBE32(unsafe.Add(q.db, dbrecRecv), rq.head&0xffff)
+	}
+	return n, err
+}
+
+// Destroy destroys the QP in the kernel, then frees its queues.
+func (q *QP) Destroy() (uint32, error) {
+	ev, err := kverbs.DestroyQP(q.ctx.conn, q.k.Handle)
+	if err != nil {
+		return ev, err
+	}
+	q.Release()
+	return ev, nil
+}
+
+// Release forgets the QP and frees its queues.
+func (q *QP) Release() {
+	if q.buf == nil {
+		return
+	}
+	q.ctx.setQP(q.key, nil)
+	q.free()
+}
+
+func (q *QP) free() {
+	q.buf.free()
+	q.buf = nil
+	if q.db != nil {
+		q.ctx.dbs.put(q.db)
+		q.db = nil
+	}
+}
+
+// wqeWriter writes the 16-byte segments of one send WQE into the send
+// ring, going on at the ring's start when a WQE runs past its end.
+type wqeWriter struct {
+	ring []byte
+	off  int // where the next segment goes
+	n    int // bytes written
+}
+
+// seg returns the next 16-byte segment.
+func (w *wqeWriter) seg() []byte {
+	if w.off == len(w.ring) {
+		w.off = 0
+	}
+	s := w.ring[w.off : w.off+segSize : w.off+segSize]
+	w.off += segSize
+	w.n += segSize
+	return s
+}
+
+// segs returns n bytes (a multiple of 16) of segments, which may wrap.
+func (w *wqeWriter) segs(n int) segRun {
+	r := segRun{w: *w}
+	for i := 0; i < n; i += segSize {
+		w.seg()
+	}
+	return r
+}
+
+// segRun writes into a run of segments that may wrap.
+type segRun struct{ w wqeWriter }
+
+func (r segRun) at(off int) []byte {
+	p := (r.w.off + off) % len(r.w.ring)
+	return r.w.ring[p:]
+}
+
+func (r segRun) put(b []byte) {
+	for i := 0; i < len(b); i += segSize {
+		copy(r.at(i)[:segSize], b[i:min(i+segSize, len(b))])
+	}
+}
+
+func (r segRun) be32(off int, v uint32) { be.PutUint32(r.at(off), v) }
+
+// inline writes an inline data segment holding the SGEs' bytes, padded to
+// 16 bytes.
+func (w *wqeWriter) inline(sgl []provider.SGE, length uint32) {
+	total := alignUp(inlineHeader+int(length), segSize)
+	r := w.segs(total)
+	r.be32(0, length|inlineSeg)
+	off := inlineHeader
+	for _, s := range sgl {
+		src := userBytes(s.Addr, s.Length)
+		for len(src) > 0 {
+			dst := r.at(off)
+			// Stop at the end of the segment, where the ring may wrap.
+			room := segSize - off%segSize
+			k := copy(dst[:min(room, len(src))], src)
+			src, off = src[k:], off+k
+		}
+	}
+	if pad := total - off; pad > 0 {
+		for ; off < total; off++ {
+			r.at(off)[0] = 0
+		}
+	}
+}
+
+// userBytes views length bytes at a caller's address (an SGE's addr), for
+// inline sends, which copy the payload at post time.
+func userBytes(addr uint64, length uint32) []byte {
+	if length == 0 {
+		return nil
+	}
+	a := uintptr(addr)
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&a))
+	return unsafe.Slice((*byte)(p), length)
+}
+
+// AH is an mlx5 address handle: the address vector that UD send WQEs
+// carry, built once here, with the destination MAC the kernel resolved.
+type AH struct {
+	ctx    *context
+	handle uint32
+	av     [avSize]byte
+}
+
+// CreateAH creates the address handle in the kernel and builds its
+// address vector.
+func (c *context) CreateAH(pd uint32, userHandle uint64, attr *provider.AHAttr) (provider.AH, error) {
+	var resp uapi.Mlx5IBCreateAHResp
+	h, err := kverbs.CreateAH(c.conn, pd, userHandle, attr, bytesOf(&resp))
+	if err != nil {
+		return nil, err
+	}
+	a := &AH{ctx: c, handle: h}
+	buildAV(&a.av, attr, resp.Dmac)
+	return a, nil
+}
+
+// buildAV fills an address vector (struct mlx5_wqe_av) from the kernel's
+// address attributes; the qkey and remote QPN go in at post time.
+func buildAV(av *[avSize]byte, attr *provider.AHAttr, dmac [6]uint8) {
+	av[avStatRateSL] = attr.StaticRate<<4 | attr.Sl&0xf
+	av[avFLMLID] = attr.SrcPathBits & 0x7f
+	be.PutUint16(av[avRLID:], attr.Dlid)
+	copy(av[avRMAC:avRMAC+6], dmac[:])
+	if attr.IsGlobal != 0 {
+		g := &attr.Grh
+		be.PutUint32(av[avGRHGIDFL:], 1<<30|uint32(g.SgidIndex)<<20|g.FlowLabel&0xfffff)
+		av[avHopLimit] = g.HopLimit
+		av[avTClass] = g.TrafficClass
+		copy(av[avRGID:avRGID+16], g.Dgid[:])
+	}
+}
+
+// Handle returns the kernel handle.
+func (a *AH) Handle() uint32 { return a.handle }
+
+// Destroy destroys the address handle.
+func (a *AH) Destroy() error { return kverbs.DestroyAH(a.ctx.conn, a.handle) }
