@@ -12,7 +12,6 @@ var be = binary.BigEndian
 type cqeView []byte
 
 func (c cqeView) opcode() uint8      { return c[cqeOpOwn] >> cqeOpcodeShift }
-func (c cqeView) owner() uint8       { return c[cqeOpOwn] & cqeOwnerMask }
 func (c cqeView) format() uint8      { return c[cqeOpOwn] >> cqeFormatShift & cqeFormatMask }
 func (c cqeView) qpn() uint32        { return be.Uint32(c[cqeSopDropQPN:]) & 0xffffff }
 func (c cqeView) uidx() uint32       { return be.Uint32(c[cqeSRQNUIdx:]) & 0xffffff }

@@ -92,34 +92,11 @@ type QP struct {
 // CreateQP sizes and allocates the queues, then creates the QP in the
 // kernel with their addresses, its user index and its UAR page.
 func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
-	q := &QP{ctx: c, typ: r.Type, sigAll: r.SigAll}
-	switch r.Type {
-	case uapi.IB_UVERBS_QPT_RC:
-		q.ovh = overheadRC
-	case uapi.IB_UVERBS_QPT_UC:
-		q.ovh = overheadUC
-	case uapi.IB_UVERBS_QPT_UD:
-		q.ovh, q.ud = overheadUD, true
-	default:
-		return nil, fmt.Errorf("mlx5: QP type %d: %w", r.Type, unix.EOPNOTSUPP)
-	}
 	if r.HasSRQ {
 		return nil, fmt.Errorf("mlx5: shared receive queues: %w", unix.EOPNOTSUPP)
 	}
-	if err := q.size(r.Cap, &c.resp); err != nil {
-		return nil, err
-	}
-	rqBytes := int(q.rq.wqeCnt << q.rq.shift)
-	sqBytes := int(q.sq.wqeCnt) * sendWQEBB
-	var err error
-	if q.buf, err = allocDMA(rqBytes + sqBytes); err != nil {
-		return nil, err
-	}
-	q.rq.mem, q.sq.mem = q.buf[:rqBytes], q.buf[rqBytes:rqBytes+sqBytes]
-	q.sq.wrid, q.sq.wqeHead = make([]uint64, q.sq.wqeCnt), make([]uint32, q.sq.wqeCnt)
-	q.rq.wrid = make([]uint64, q.rq.wqeCnt)
-	if q.db, err = c.dbs.get(); err != nil {
-		q.buf.free()
+	q, err := c.newQP(r.Type, r.SigAll, r.Cap)
+	if err != nil {
 		return nil, err
 	}
 	req := uapi.Mlx5IBCreateQP{
@@ -153,6 +130,38 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 		q.key = req.UIDX
 	}
 	c.setQP(q.key, q)
+	return q, nil
+}
+
+// newQP sizes and allocates a QP's queues and doorbell record.
+func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) {
+	q := &QP{ctx: c, typ: typ, sigAll: sigAll}
+	switch typ {
+	case uapi.IB_UVERBS_QPT_RC:
+		q.ovh = overheadRC
+	case uapi.IB_UVERBS_QPT_UC:
+		q.ovh = overheadUC
+	case uapi.IB_UVERBS_QPT_UD:
+		q.ovh, q.ud = overheadUD, true
+	default:
+		return nil, fmt.Errorf("mlx5: QP type %d: %w", typ, unix.EOPNOTSUPP)
+	}
+	if err := q.size(want, &c.resp); err != nil {
+		return nil, err
+	}
+	rqBytes := int(q.rq.wqeCnt << q.rq.shift)
+	sqBytes := int(q.sq.wqeCnt) * sendWQEBB
+	var err error
+	if q.buf, err = allocDMA(rqBytes + sqBytes); err != nil {
+		return nil, err
+	}
+	q.rq.mem, q.sq.mem = q.buf[:rqBytes], q.buf[rqBytes:rqBytes+sqBytes]
+	q.sq.wrid, q.sq.wqeHead = make([]uint64, q.sq.wqeCnt), make([]uint32, q.sq.wqeCnt)
+	q.rq.wrid = make([]uint64, q.rq.wqeCnt)
+	if q.db, err = c.dbs.get(); err != nil {
+		q.buf.free()
+		return nil, err
+	}
 	return q, nil
 }
 

@@ -1,0 +1,444 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// These tests play the device by hand, with no kernel: CQEs are written
+// field by field at the offsets of the generated mirror of struct
+// mlx5_cqe64 (not the provider's constants), big-endian, owner bit by the
+// pass; WQEs are read back the same way.
+
+var (
+	offCQE   uapi.Mlx5CQE64
+	offErr   uapi.Mlx5ErrCQE
+	beOrder  = binary.BigEndian
+	testUIDX = uint32(7)
+)
+
+// cqeFields is what a test CQE holds.
+type cqeFields struct {
+	opcode   uint8
+	solicit  bool
+	wqeOp    uint8 // requester: the WQE opcode
+	qpn      uint32
+	uidx     uint32
+	counter  uint16
+	byteCnt  uint32
+	imm      uint32
+	rqpn     uint32 // flags_rqpn
+	slid     uint16
+	mlPath   uint8
+	syndrome uint8
+	vendor   uint8
+}
+
+// writeCQE writes CQE number pi (free-running) into a ring of n CQEs of
+// size bytes, as the device would: every field, then op_own.
+func writeCQE(ring []byte, n, size, pi uint32, f cqeFields) {
+	c := ring[(pi&(n-1))*size+size-64:][:64]
+	clear(c)
+	c[unsafe.Offsetof(offCQE.MlPath)] = f.mlPath
+	beOrder.PutUint16(c[unsafe.Offsetof(offCQE.Slid):], f.slid)
+	beOrder.PutUint32(c[unsafe.Offsetof(offCQE.FlagsRqpn):], f.rqpn)
+	beOrder.PutUint32(c[unsafe.Offsetof(offCQE.SrqnUIDX):], f.uidx)
+	beOrder.PutUint32(c[unsafe.Offsetof(offCQE.ImmInvalPkey):], f.imm)
+	beOrder.PutUint32(c[unsafe.Offsetof(offCQE.ByteCnt):], f.byteCnt)
+	beOrder.PutUint32(c[unsafe.Offsetof(offCQE.SopDropQPN):], uint32(f.wqeOp)<<24|f.qpn)
+	beOrder.PutUint16(c[unsafe.Offsetof(offCQE.WqeCounter):], f.counter)
+	if f.opcode == uapi.MLX5_CQE_REQ_ERR || f.opcode == uapi.MLX5_CQE_RESP_ERR {
+		c[unsafe.Offsetof(offErr.Syndrome)] = f.syndrome
+		c[unsafe.Offsetof(offErr.VendorErrSynd)] = f.vendor
+	}
+	oo := f.opcode<<4 | uint8(pi/n&1)
+	if f.solicit {
+		oo |= 2
+	}
+	c[unsafe.Offsetof(offCQE.OpOwn)] = oo
+}
+
+// testCtx is a context with no kernel: a UAR page of ordinary memory.
+func testCtx(t *testing.T) (*context, []byte) {
+	t.Helper()
+	uar, err := allocDMA(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &context{cqeVersion: 1, cqUAR: uarPage{base: uar.ptr()}}
+	t.Cleanup(func() { c.dbs.release(); uar.free() })
+	return c, uar
+}
+
+func testCQ(t *testing.T, c *context, n, size uint32) *CQ {
+	t.Helper()
+	q := &CQ{ctx: c, cqeSize: size, cqn: 0x42}
+	if err := q.alloc(n); err != nil {
+		t.Fatal(err)
+	}
+	db, err := c.dbs.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.db = db
+	t.Cleanup(q.Release)
+	return q
+}
+
+func testQP(t *testing.T, c *context, typ uint8, cp kverbs.QPCap) *QP {
+	t.Helper()
+	q, err := c.newQP(typ, false, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.k.QPN, q.key, q.k.Cap = 0x1234, testUIDX, q.cap
+	bf, err := allocDMA(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.bf = unsafe.Add(bf.ptr(), bfOffset)
+	c.setQP(q.key, q)
+	t.Cleanup(func() { q.Release(); bf.free() })
+	return q
+}
+
+func dbWord(p unsafe.Pointer, off uintptr) uint32 {
+	return beOrder.Uint32(unsafe.Slice((*byte)(unsafe.Add(p, off)), 4))
+}
+
+func TestCQStartsInvalid(t *testing.T) {
+	c, _ := testCtx(t)
+	for _, size := range []uint32{64, 128} {
+		q := testCQ(t, c, 8, size)
+		for i := uint32(0); i < 8; i++ {
+			if op := q.buf[i*size+size-1]; op != 0xf0 {
+				t.Errorf("%d-byte CQE %d: op_own %#x, want 0xf0 (invalid)", size, i, op)
+			}
+		}
+		if n := q.Poll(make([]cq.WC, 4)); n != 0 {
+			t.Errorf("%d-byte CQEs: a fresh CQ polled %d", size, n)
+		}
+	}
+}
+
+// TestPollDecodes checks each CQE kind, field by field.
+func TestPollDecodes(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1})
+	ud := testQP(t, c, uapi.IB_UVERBS_QPT_UD, kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1})
+	c.setQP(testUIDX, qp)
+	ud.key = 9
+	c.setQP(9, ud)
+	for i := range qp.sq.wrid {
+		qp.sq.wrid[i], qp.sq.wqeHead[i] = 100+uint64(i), uint32(i)
+	}
+	for i := range qp.rq.wrid {
+		qp.rq.wrid[i] = 200 + uint64(i)
+		ud.rq.wrid[i] = 300 + uint64(i)
+	}
+	tests := []struct {
+		name string
+		f    cqeFields
+		want cq.WC
+	}{
+		{"send", cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: 7, counter: 3},
+			cq.WC{WRID: 103, Opcode: cq.OpSend, QPNum: 0x1234}},
+		{"send with imm", cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND_IMM, qpn: 0x1234, uidx: 7, counter: 9},
+			cq.WC{WRID: 101, Opcode: cq.OpSend, QPNum: 0x1234}},
+		{"rdma write", cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_RDMA_WRITE_IMM, qpn: 0x1234, uidx: 7, counter: 0},
+			cq.WC{WRID: 100, Opcode: cq.OpRDMAWrite, QPNum: 0x1234}},
+		{"rdma read", cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_RDMA_READ, qpn: 0x1234, uidx: 7, counter: 2, byteCnt: 4096},
+			cq.WC{WRID: 102, Opcode: cq.OpRDMARead, QPNum: 0x1234, ByteLen: 4096}},
+		{"compare and swap", cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_ATOMIC_CS, qpn: 0x1234, uidx: 7, counter: 4},
+			cq.WC{WRID: 104, Opcode: cq.OpCompSwap, QPNum: 0x1234, ByteLen: 8}},
+		{"fetch and add", cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_ATOMIC_FA, qpn: 0x1234, uidx: 7, counter: 5},
+			cq.WC{WRID: 105, Opcode: cq.OpFetchAdd, QPNum: 0x1234, ByteLen: 8}},
+		{"recv", cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, qpn: 0x1234, uidx: 7, counter: 1, byteCnt: 77},
+			cq.WC{WRID: 201, Opcode: cq.OpRecv, QPNum: 0x1234, ByteLen: 77}},
+		{"recv with imm", cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND_IMM, qpn: 0x1234, uidx: 7, counter: 2, byteCnt: 5, imm: 0xa1b2c3d4},
+			cq.WC{WRID: 202, Opcode: cq.OpRecv, QPNum: 0x1234, ByteLen: 5, Imm: 0xa1b2c3d4, Flags: cq.WithImm}},
+		{"rdma write with imm", cqeFields{opcode: uapi.MLX5_CQE_RESP_WR_IMM, qpn: 0x1234, uidx: 7, counter: 3, imm: 0x01020304},
+			cq.WC{WRID: 203, Opcode: cq.OpRecvRDMAWithImm, QPNum: 0x1234, Imm: 0x01020304, Flags: cq.WithImm}},
+		{"recv with invalidate", cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND_INV, qpn: 0x1234, uidx: 7, counter: 4, imm: 0x5566},
+			cq.WC{WRID: 204, Opcode: cq.OpRecv, QPNum: 0x1234, Imm: 0x5566, Flags: cq.WithInv}},
+		{"ud recv with grh", cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, qpn: 0x99, uidx: 9, counter: 0, byteCnt: 40 + 8,
+			rqpn: 1<<28 | 5<<24 | 0xabcdef, slid: 0x33, mlPath: 0x85},
+			cq.WC{WRID: 300, Opcode: cq.OpRecv, QPNum: 0x99, ByteLen: 48, SrcQP: 0xabcdef, SL: 5, SLID: 0x33, DLIDPathBits: 5, Flags: cq.WithGRH}},
+		{"send error", cqeFields{opcode: uapi.MLX5_CQE_REQ_ERR, qpn: 0x1234, uidx: 7, counter: 6,
+			syndrome: uapi.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, vendor: 0x88},
+			cq.WC{WRID: 106, Status: cq.RemAccessErr, VendorErr: 0x88, QPNum: 0x1234}},
+		{"flushed recv", cqeFields{opcode: uapi.MLX5_CQE_RESP_ERR, qpn: 0x1234, uidx: 7, counter: 5,
+			syndrome: uapi.MLX5_CQE_SYNDROME_WR_FLUSH_ERR},
+			cq.WC{WRID: 205, Status: cq.WRFlushErr, QPNum: 0x1234}},
+		{"unknown syndrome", cqeFields{opcode: uapi.MLX5_CQE_REQ_ERR, qpn: 0x1234, uidx: 7, counter: 7, syndrome: 0x77},
+			cq.WC{WRID: 107, Status: cq.GeneralErr, QPNum: 0x1234}},
+	}
+	for _, size := range []uint32{64, 128} {
+		q := testCQ(t, c, 4, size)
+		for i, tc := range tests {
+			writeCQE(q.buf, 4, size, uint32(i), tc.f)
+			var wc [2]cq.WC
+			if n := q.Poll(wc[:]); n != 1 {
+				t.Errorf("%d-byte CQE, %s: polled %d, want 1", size, tc.name, n)
+				continue
+			}
+			if d := cmp.Diff(tc.want, wc[0]); d != "" {
+				t.Errorf("%d-byte CQE, %s (-want +got):\n%s", size, tc.name, d)
+			}
+			if ci := dbWord(q.db, 0); ci != uint32(i+1) {
+				t.Errorf("%d-byte CQE, %s: doorbell record consumer index %d, want %d", size, tc.name, ci, i+1)
+			}
+		}
+	}
+}
+
+// TestPollOwnerBitAcrossPasses fills and drains a small ring many times
+// in batches of 1, 3 and 16: the owner bit flips each pass, and a CQE
+// left from the previous pass is never taken.
+func TestPollOwnerBitAcrossPasses(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	for _, batch := range []int{1, 3, 16} {
+		q := testCQ(t, c, 8, 64)
+		wcs := make([]cq.WC, batch)
+		var pi, got uint32
+		for pass := 0; pass < 5; pass++ {
+			for k := 0; k < 8; k++ { // fill the ring
+				idx := pi & (qp.sq.wqeCnt - 1)
+				qp.sq.wrid[idx], qp.sq.wqeHead[idx] = uint64(pi), pi
+				writeCQE(q.buf, 8, 64, pi, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(idx)})
+				pi++
+			}
+			for {
+				n := q.Poll(wcs)
+				if n == 0 {
+					break
+				}
+				for _, w := range wcs[:n] {
+					if w.WRID != uint64(got) {
+						t.Fatalf("batch %d: wr_id %d, want %d", batch, w.WRID, got)
+					}
+					got++
+				}
+			}
+			if got != pi {
+				t.Fatalf("batch %d, pass %d: polled %d of %d", batch, pass, got, pi)
+			}
+		}
+		if ci := dbWord(q.db, 0); ci != pi {
+			t.Errorf("doorbell record consumer index %d, want %d", ci, pi)
+		}
+	}
+}
+
+// TestUnsignaledTailAdvance: a completion frees its WQE and every
+// unsignaled one before it.
+func TestUnsignaledTailAdvance(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	q := testCQ(t, c, 8, 64)
+	mr := make([]byte, 64)
+	sge := []provider.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&mr[0]))), Length: 8, LKey: 1}}
+	post := func(id uint64, fl uint32) error {
+		_, err := qp.PostSend([]provider.SendWR{{WRID: id, Opcode: provider.WRSend, Flags: fl, SGL: sge}})
+		return err
+	}
+	for i := uint64(0); i < uint64(qp.sq.maxPost); i++ {
+		if err := post(i, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := post(99, 0); err == nil {
+		t.Fatal("a full send queue took one more")
+	}
+	// The device completes the last WQE (as if it were signaled).
+	last := qp.sq.curPost - 1
+	writeCQE(q.buf, 8, 64, 0, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(last)})
+	var wc [1]cq.WC
+	if n := q.Poll(wc[:]); n != 1 || wc[0].WRID != uint64(qp.sq.maxPost-1) {
+		t.Fatalf("polled %d: %+v", n, wc[0])
+	}
+	for i := uint32(0); i < qp.sq.maxPost; i++ {
+		if err := post(uint64(i), provider.SendSignaled); err != nil {
+			t.Fatalf("after the completion, post %d: %v", i, err)
+		}
+	}
+}
+
+// TestArm checks the arm word in the doorbell record and the UAR store:
+// BE32(sn<<28 | cmd | ci) then BE32(cqn), and that sn follows events read.
+func TestArm(t *testing.T) {
+	c, uar := testCtx(t)
+	q := testCQ(t, c, 8, 64)
+	q.ci = 0x1000005
+	for _, tc := range []struct {
+		sol    bool
+		events int
+		want   uint32
+	}{
+		{false, 0, 5},
+		{true, 0, 0<<28 | 1<<24 | 5},
+		{false, 1, 1<<28 | 5},
+		{true, 3, 0<<28 | 1<<24 | 5}, // sn wraps at 4
+	} {
+		for i := 0; i < tc.events; i++ {
+			q.EventRead()
+		}
+		if err := q.ReqNotify(tc.sol); err != nil {
+			t.Fatal(err)
+		}
+		if got := dbWord(q.db, 4); got != tc.want {
+			t.Errorf("solicited=%v after %d events: arm word %#x, want %#x", tc.sol, q.armSN, got, tc.want)
+		}
+		d := uar[uapi.MLX5_CQ_DOORBELL:][:8]
+		if got, cqn := beOrder.Uint32(d), beOrder.Uint32(d[4:]); got != tc.want || cqn != 0x42 {
+			t.Errorf("UAR doorbell %x, want BE32(%#x) BE32(0x42)", d, tc.want)
+		}
+	}
+}
+
+// TestPostSendWQE reads posted WQEs back the way the device would, from
+// the offsets of the generated segment mirrors, across the ring's wrap.
+func TestPostSendWQE(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 60})
+	var ctrl uapi.Mlx5WqeCtrlSeg
+	var data uapi.Mlx5WqeDataSeg
+	var raddr uapi.Mlx5WqeRaddrSeg
+	payload := []byte("0123456789abcdefghijklmnopqrstuvwxyz0123456789")
+	addr := uint64(uintptr(unsafe.Pointer(&payload[0])))
+	sq := qp.sq.mem
+	// Post enough to wrap the ring: each WQE below is one or two blocks.
+	for i := 0; i < 3*int(qp.sq.wqeCnt); i++ {
+		wqeIdx := qp.sq.curPost
+		start := wqeIdx & (qp.sq.wqeCnt - 1)
+		wr := provider.SendWR{WRID: uint64(i), Opcode: provider.WRRDMAWriteWithImm, Flags: provider.SendSignaled | provider.SendSolicited,
+			SGL: []provider.SGE{{Addr: addr, Length: 10, LKey: 0x11}, {Addr: addr + 10, Length: 20, LKey: 0x22}},
+			Imm: 0xdeadbeef, RemoteAddr: 0x1122334455667788, RKey: 0x99}
+		if i%2 == 1 {
+			wr.Opcode, wr.Flags = provider.WRSend, provider.SendInline
+		}
+		if _, err := qp.PostSend([]provider.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+		seg := func(k int) []byte { return sq[(int(start)*64+k*16)%len(sq):][:16] }
+		c0 := seg(0)
+		opc := beOrder.Uint32(c0[unsafe.Offsetof(ctrl.OpmodIdxOpcode):])
+		qpnDS := beOrder.Uint32(c0[unsafe.Offsetof(ctrl.QPNDs):])
+		if qpnDS>>8 != 0x1234 {
+			t.Errorf("WQE %d: qpn %#x", i, qpnDS>>8)
+		}
+		fm := c0[unsafe.Offsetof(ctrl.FmCeSe)]
+		if i%2 == 0 {
+			if opc&0xff != uapi.MLX5_OPCODE_RDMA_WRITE_IMM || fm != uapi.MLX5_WQE_CTRL_CQ_UPDATE|uapi.MLX5_WQE_CTRL_SOLICITED {
+				t.Errorf("WQE %d: opcode %#x fm_ce_se %#x", i, opc&0xff, fm)
+			}
+			if imm := beOrder.Uint32(c0[unsafe.Offsetof(ctrl.Imm):]); imm != 0xdeadbeef {
+				t.Errorf("WQE %d: imm %#x", i, imm)
+			}
+			if ds := qpnDS & 0xff; ds != 4 {
+				t.Errorf("WQE %d: ds %d, want 4 (ctrl, raddr, 2 data)", i, ds)
+			}
+			r := seg(1)
+			if a, k := beOrder.Uint64(r[unsafe.Offsetof(raddr.Raddr):]), beOrder.Uint32(r[unsafe.Offsetof(raddr.Rkey):]); a != 0x1122334455667788 || k != 0x99 {
+				t.Errorf("WQE %d: raddr %#x rkey %#x", i, a, k)
+			}
+			for k, want := range []provider.SGE{{Addr: addr, Length: 10, LKey: 0x11}, {Addr: addr + 10, Length: 20, LKey: 0x22}} {
+				d := seg(2 + k)
+				got := provider.SGE{Addr: beOrder.Uint64(d[unsafe.Offsetof(data.Addr):]), Length: beOrder.Uint32(d[unsafe.Offsetof(data.ByteCount):]), LKey: beOrder.Uint32(d[unsafe.Offsetof(data.Lkey):])}
+				if got != want {
+					t.Errorf("WQE %d data seg %d: %+v, want %+v", i, k, got, want)
+				}
+			}
+		} else {
+			if opc&0xff != uapi.MLX5_OPCODE_SEND || fm != 0 {
+				t.Errorf("WQE %d: opcode %#x fm_ce_se %#x", i, opc&0xff, fm)
+			}
+			// ctrl + inline (4 + 30 bytes, padded to 48) = 4 segments.
+			if ds := qpnDS & 0xff; ds != 4 {
+				t.Errorf("WQE %d: ds %d, want 4", i, ds)
+			}
+			var got []byte
+			for k := 1; k < 4; k++ {
+				got = append(got, seg(k)...)
+			}
+			if n := beOrder.Uint32(got); n != 30|uapi.MLX5_INLINE_SEG {
+				t.Errorf("WQE %d: inline byte count %#x", i, n)
+			}
+			if string(got[4:34]) != string(payload[:30]) {
+				t.Errorf("WQE %d: inline data %q", i, got[4:34])
+			}
+		}
+		if opc>>8 != uint32(wqeIdx)&0xffff {
+			t.Errorf("WQE %d: index %#x, want %#x", i, opc>>8, wqeIdx)
+		}
+		if db := dbWord(qp.db, 4); db != qp.sq.curPost&0xffff {
+			t.Errorf("WQE %d: send doorbell record %d, want %d", i, db, qp.sq.curPost)
+		}
+		bf := unsafe.Slice((*byte)(qp.bf), 8)
+		if string(bf) != string(c0[:8]) {
+			t.Errorf("WQE %d: the UAR doorbell %x is not the ctrl segment's first 8 bytes %x", i, bf, c0[:8])
+		}
+		qp.sq.tail.Store(qp.sq.head) // the device is done with it
+	}
+}
+
+func TestPostRecvWQE(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 3})
+	if qp.rq.maxGS != 4 || qp.rq.shift != 6 {
+		t.Fatalf("3 receive SGEs: %d segments of %d bytes, want 4 of 64", qp.rq.maxGS, 1<<qp.rq.shift)
+	}
+	sgl := []provider.SGE{{Addr: 0x1000, Length: 16, LKey: 5}, {Addr: 0x2000, Length: 0, LKey: 6}, {Addr: 0x3000, Length: 32, LKey: 7}}
+	if n, err := qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: sgl}, {WRID: 2}}); n != 2 || err != nil {
+		t.Fatal(n, err)
+	}
+	w := qp.rq.mem[:64]
+	want := [][3]uint64{{16, 5, 0x1000}, {32, 7, 0x3000}, {0, uapi.MLX5_INVALID_LKEY, 0}}
+	for k, s := range want {
+		d := w[k*16:]
+		if got := [3]uint64{uint64(beOrder.Uint32(d)), uint64(beOrder.Uint32(d[4:])), beOrder.Uint64(d[8:])}; got != s {
+			t.Errorf("segment %d: %v, want %v", k, got, s)
+		}
+	}
+	if d := qp.rq.mem[64:]; beOrder.Uint32(d[4:]) != uapi.MLX5_INVALID_LKEY {
+		t.Errorf("an empty receive is not terminated at once")
+	}
+	if db := dbWord(qp.db, 0); db != 2 {
+		t.Errorf("receive doorbell record %d, want 2", db)
+	}
+	if n, err := qp.PostRecv(make([]provider.RecvWR, 3)); n != 2 || err == nil {
+		t.Errorf("posting 3 into 2 free slots: %d, %v", n, err)
+	}
+}
+
+func TestHotPathsAllocateNothing(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
+	q := testCQ(t, c, 16, 64)
+	wcs := make([]cq.WC, 16)
+	swr := []provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
+	rwr := []provider.RecvWR{{SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
+	for name, f := range map[string]func(){
+		"poll empty": func() { q.Poll(wcs) },
+		"poll one": func() {
+			writeCQE(q.buf, 16, 64, q.ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX})
+			q.Poll(wcs)
+		},
+		"req notify": func() { q.ReqNotify(false) },
+		"post send":  func() { qp.PostSend(swr); qp.sq.tail.Store(qp.sq.head) },
+		"post recv":  func() { qp.PostRecv(rwr); qp.rq.tail.Store(qp.rq.head) },
+	} {
+		if a := testing.AllocsPerRun(100, f); a != 0 {
+			t.Errorf("%s allocates %.1f times", name, a)
+		}
+	}
+}
