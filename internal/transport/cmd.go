@@ -152,8 +152,10 @@ func (c *Cmd) InU64(id uint16, v uint64) { binary.NativeEndian.PutUint64(c.In(id
 // Const adds a CONST attribute: always 8 bytes, inline.
 func (c *Cmd) Const(id uint16, v uint64) { c.add(id, 8, attrFMandatory, v) }
 
-// Flags32 adds a 4-byte FLAGS attribute.
-func (c *Cmd) Flags32(id uint16, v uint32) { c.add(id, 4, attrFMandatory, uint64(v)) }
+// Flags32 adds a 4-byte FLAGS attribute, inline: the kernel reads it as
+// the first four bytes of data (uverbs_get_flags64: *(u32 *)&data), not
+// as data's value, which differs on big-endian machines.
+func (c *Cmd) Flags32(id uint16, v uint32) { c.InU32(id, v) }
 
 // Flags64 adds an 8-byte FLAGS attribute.
 func (c *Cmd) Flags64(id uint16, v uint64) { c.add(id, 8, attrFMandatory, v) }

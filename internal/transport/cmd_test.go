@@ -64,8 +64,8 @@ func TestCmdBuilder(t *testing.T) {
 			if p := uintptr(a.data); p < base || p > end || p%arenaAlign != 0 {
 				t.Errorf("attr %d points to %#x, outside the arena or unaligned", i, p)
 			}
-		} else if a.data != w.inline {
-			t.Errorf("attr %d data = %#x, want %#x", i, a.data, w.inline)
+		} else if got := inlineValue(&a); got != w.inline {
+			t.Errorf("attr %d data = %#x, want %#x", i, got, w.inline)
 		}
 	}
 	if off := uintptr(c.attrs[3].data) - uintptr(unsafe.Pointer(&c.arena[0])); string(c.arena[off:off+12]) != "0123456789ab" {
@@ -87,6 +87,17 @@ func TestCmdBuilder(t *testing.T) {
 	if c.Output(-1) != nil || c.Output(5) != nil || c.NewHandle(-1) != 0 || c.NewFD(40) != -1 {
 		t.Error("out-of-range handles are not refused")
 	}
+}
+
+// inlineValue is what the kernel reads from an inline attribute: a 4-byte
+// one (a u32 PTR_IN, FLAGS) from the first four bytes of data, in memory
+// order (uverbs_copy_from, uverbs_get_flags64), others as data's value (IDR,
+// FD, CONST, 8-byte PTR_IN and FLAGS). On big-endian machines the two differ.
+func inlineValue(a *attr) uint64 {
+	if a.len == 4 {
+		return uint64(binary.NativeEndian.Uint32((*[8]byte)(unsafe.Pointer(&a.data))[:4]))
+	}
+	return a.data
 }
 
 func TestCmdLimits(t *testing.T) {
