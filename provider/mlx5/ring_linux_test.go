@@ -67,7 +67,7 @@ func writeCQE(ring []byte, n, size, pi uint32, f cqeFields) {
 }
 
 // testCtx is a context with no kernel: a UAR page of ordinary memory.
-func testCtx(t *testing.T) (*context, []byte) {
+func testCtx(t testing.TB) (*context, []byte) {
 	t.Helper()
 	uar, err := allocDMA(4096)
 	if err != nil {
@@ -78,7 +78,7 @@ func testCtx(t *testing.T) (*context, []byte) {
 	return c, uar
 }
 
-func testCQ(t *testing.T, c *context, n, size uint32) *CQ {
+func testCQ(t testing.TB, c *context, n, size uint32) *CQ {
 	t.Helper()
 	q := &CQ{ctx: c, cqeSize: size, cqn: 0x42}
 	if err := q.alloc(n); err != nil {
@@ -93,7 +93,7 @@ func testCQ(t *testing.T, c *context, n, size uint32) *CQ {
 	return q
 }
 
-func testQP(t *testing.T, c *context, typ uint8, cp kverbs.QPCap) *QP {
+func testQP(t testing.TB, c *context, typ uint8, cp kverbs.QPCap) *QP {
 	t.Helper()
 	q, err := c.newQP(typ, false, cp)
 	if err != nil {
