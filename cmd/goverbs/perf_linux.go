@@ -465,8 +465,8 @@ func perfExchange(c *perfConfig, me perfPeer) (net.Conn, perfPeer, error) {
 		conn.Close()
 		return nil, perfPeer{}, fmt.Errorf("exchange: %w", err)
 	}
-	var peer perfPeer
-	if err := json.Unmarshal(line, &peer); err != nil {
+	peer, err := parsePeer(line)
+	if err != nil {
 		conn.Close()
 		return nil, perfPeer{}, fmt.Errorf("exchange: %w", err)
 	}
@@ -476,6 +476,19 @@ func perfExchange(c *perfConfig, me perfPeer) (net.Conn, perfPeer, error) {
 			peer.Test, peer.Size, peer.N, c.test, c.size, c.iters)
 	}
 	return conn, peer, nil
+}
+
+// parsePeer decodes the peer's JSON line, refusing a QPN or PSN wider
+// than the 24 bits the wire carries.
+func parsePeer(line []byte) (perfPeer, error) {
+	var peer perfPeer
+	if err := json.Unmarshal(line, &peer); err != nil {
+		return perfPeer{}, err
+	}
+	if peer.QPN > 0xffffff || peer.PSN > 0xffffff {
+		return perfPeer{}, fmt.Errorf("peer QPN %#x or PSN %#x is wider than 24 bits", peer.QPN, peer.PSN)
+	}
+	return peer, nil
 }
 
 // readLine reads up to a newline a byte at a time: a buffered reader

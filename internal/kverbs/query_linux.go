@@ -26,16 +26,7 @@ func QueryDevice(c *transport.Conn) (uapi.IBUverbsExQueryDeviceResp, error) {
 	// anything else with EINVAL.
 	err := c.Invoke(cmd)
 	if err == nil {
-		out := cmd.CoreOut()
-		r := transport.As[uapi.IBUverbsExQueryDeviceResp](out)
-		valid := int(r.ResponseLength)
-		if least := int(unsafe.Offsetof(r.ResponseLength) + unsafe.Sizeof(r.ResponseLength)); valid < least {
-			valid = least // the kernel always writes at least this much (UAPI_DEF_WRITE_IO_EX)
-		}
-		if valid < len(out) {
-			clear(out[valid:])
-		}
-		return *r, nil
+		return exQueryDeviceResp(cmd.CoreOut()), nil
 	}
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return uapi.IBUverbsExQueryDeviceResp{}, err
@@ -49,6 +40,21 @@ func QueryDevice(c *transport.Conn) (uapi.IBUverbsExQueryDeviceResp, error) {
 	r.Base = *transport.As[uapi.IBUverbsQueryDeviceResp](cmd.CoreOut())
 	r.ResponseLength = uint32(unsafe.Sizeof(r.Base))
 	return r, nil
+}
+
+// exQueryDeviceResp reads the response of EX_QUERY_DEVICE from out (the
+// command's core response, 8-byte aligned, sizeof the struct), zeroing
+// the bytes past its ResponseLength.
+func exQueryDeviceResp(out []byte) uapi.IBUverbsExQueryDeviceResp {
+	r := transport.As[uapi.IBUverbsExQueryDeviceResp](out)
+	valid := uint64(r.ResponseLength) // not int: past 2^31 that wraps on 32-bit
+	if least := uint64(unsafe.Offsetof(r.ResponseLength) + unsafe.Sizeof(r.ResponseLength)); valid < least {
+		valid = least // the kernel always writes at least this much (UAPI_DEF_WRITE_IO_EX)
+	}
+	if valid < uint64(len(out)) {
+		clear(out[valid:])
+	}
+	return *r
 }
 
 // QueryPort returns the attributes of port (ibv_query_port): the
@@ -136,16 +142,22 @@ func QueryGIDTable(c *transport.Conn, dst []GIDEntry) (int, error) {
 	if err := c.Invoke(cmd); err != nil {
 		return 0, err
 	}
-	nb := cmd.Output(num)
-	if nb == nil {
+	return gidTable(dst[:n], cmd.Output(num), cmd.Output(ents))
+}
+
+// gidTable reads QUERY_GID_TABLE's answer, the count nb (nil if the
+// kernel wrote none) and the entries b (nil likewise), into dst, which is
+// as long as the entries asked for.
+func gidTable(dst []GIDEntry, nb, b []byte) (int, error) {
+	if len(nb) < 8 {
 		return 0, unix.EIO
 	}
 	got := ne.Uint64(nb)
 	if got == 0 {
 		return 0, nil
 	}
-	b := cmd.Output(ents)
-	if b == nil || got > uint64(n) {
+	size := int(unsafe.Sizeof(GIDEntry{}))
+	if b == nil || got > uint64(len(dst)) || got > uint64(len(b)/size) {
 		return 0, unix.EIO // the kernel wrote more than it was given room for: never trust it
 	}
 	for i := range int(got) {

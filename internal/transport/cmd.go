@@ -94,8 +94,10 @@ func (c *Cmd) alloc(n int) (int, bool) {
 	return off, true
 }
 
-// ptr returns the address of arena offset off.
-func (c *Cmd) ptr(off int) unsafe.Pointer { return unsafe.Pointer(&c.arena[off]) }
+// ptr returns the address of arena offset off, which may be the end of
+// the arena for an empty region (the Cmd goes on past it: still in the
+// same allocation).
+func (c *Cmd) ptr(off int) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(&c.arena), off) }
 
 // addr returns arena offset off as the u64 the kernel takes; valid since a
 // Cmd lives on the heap, which does not move.
@@ -250,14 +252,25 @@ func (c *Cmd) ResetWrite(cmd uint32, ex bool, inLen, outLen int) []byte {
 	if ex {
 		c.write.cmd |= cmdFlagExtended
 	}
-	off, _ := c.alloc(inLen)
-	c.write.coreIn = region{off, inLen}
+	var req []byte
+	c.write.coreIn, req = c.allocRegion(inLen)
 	if outLen > 0 {
-		o, _ := c.alloc(outLen)
-		c.write.coreOut = region{o, outLen}
+		c.write.coreOut, _ = c.allocRegion(outLen)
 		c.write.hasOut = true
 	}
-	return c.arena[off : off+inLen]
+	return req
+}
+
+// allocRegion reserves n bytes of the arena for a write command's region.
+// When they do not fit, Err says so (Invoke refuses the command) and the
+// region is empty, with scratch bytes for the caller to fill in: building
+// never panics.
+func (c *Cmd) allocRegion(n int) (region, []byte) {
+	off, ok := c.alloc(n)
+	if !ok {
+		return region{}, make([]byte, max(n, 0))
+	}
+	return region{off, n}, c.arena[off : off+n]
 }
 
 // CoreOut returns the core response of a write command, valid after
@@ -269,18 +282,18 @@ func (c *Cmd) CoreOut() []byte {
 
 // WriteUHWIn adds n bytes of driver input to a write command.
 func (c *Cmd) WriteUHWIn(n int) []byte {
-	off, _ := c.alloc(n)
-	c.write.uhwIn = region{off, n}
+	var b []byte
+	c.write.uhwIn, b = c.allocRegion(n)
 	c.write.haveUHWIn = true
-	return c.arena[off : off+n]
+	return b
 }
 
 // WriteUHWOut reserves n bytes of driver output for a write command and
 // returns them; they hold the driver's response after Invoke.
 func (c *Cmd) WriteUHWOut(n int) []byte {
-	off, _ := c.alloc(n)
-	c.write.uhwOut = region{off, n}
-	return c.arena[off : off+n]
+	var b []byte
+	c.write.uhwOut, b = c.allocRegion(n)
+	return b
 }
 
 // As views b, a region of a Cmd's arena, as a *T, to fill in or read a

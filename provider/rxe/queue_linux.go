@@ -35,32 +35,44 @@ func mapQueue(fd int, mi uapi.Mminfo, minSlot uintptr) (*queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mmap queue (offset %#x, %d bytes): %w", mi.Offset, mi.Size, err)
 	}
-	// The header is host-endian and 384-byte aligned within a page-aligned
-	// mapping: a struct overlay is fine.
-	base := unsafe.Pointer(unsafe.SliceData(mem))
-	h := (*uapi.RxeQueueBuf)(base)
-	q := &queue{
-		mem:   mem,
-		prod:  (*atomic.Uint32)(unsafe.Pointer(&h.ProducerIndex)),
-		cons:  (*atomic.Uint32)(unsafe.Pointer(&h.ConsumerIndex)),
-		data:  unsafe.Add(base, hdr),
-		shift: h.Log2ElemSize,
-		mask:  h.IndexMask,
-	}
-	slots := uint64(q.mask) + 1
-	switch {
-	case q.shift > 20 || uintptr(1)<<q.shift < minSlot:
-		err = fmt.Errorf("queue slot of 2^%d bytes, want at least %d", q.shift, minSlot)
-	case slots&(slots-1) != 0:
-		err = fmt.Errorf("queue index mask %#x is not 2^n-1", q.mask)
-	case uint64(hdr)+slots<<q.shift > uint64(len(mem)):
-		err = fmt.Errorf("%d slots of %d bytes do not fit the %d-byte mapping", slots, 1<<q.shift, len(mem))
-	}
+	q, err := newQueue(mem, minSlot)
 	if err != nil {
 		unix.Munmap(mem)
 		return nil, err
 	}
 	return q, nil
+}
+
+// newQueue reads and checks the header of a queue mapped at mem (8-byte
+// aligned): the slots it describes must fit mem. The fuzz tests call it
+// on Go memory.
+func newQueue(mem []byte, minSlot uintptr) (*queue, error) {
+	hdr := unsafe.Sizeof(uapi.RxeQueueBuf{})
+	if uintptr(len(mem)) < hdr {
+		return nil, fmt.Errorf("queue of %d bytes is smaller than its %d-byte header", len(mem), hdr)
+	}
+	// The header is host-endian and 384-byte aligned within a page-aligned
+	// mapping: a struct overlay is fine.
+	base := unsafe.Pointer(unsafe.SliceData(mem))
+	h := (*uapi.RxeQueueBuf)(base)
+	shift, mask := h.Log2ElemSize, h.IndexMask
+	slots := uint64(mask) + 1
+	switch {
+	case shift > 20 || uintptr(1)<<shift < minSlot:
+		return nil, fmt.Errorf("queue slot of 2^%d bytes, want at least %d", shift, minSlot)
+	case slots&(slots-1) != 0:
+		return nil, fmt.Errorf("queue index mask %#x is not 2^n-1", mask)
+	case uint64(hdr)+slots<<shift > uint64(len(mem)):
+		return nil, fmt.Errorf("%d slots of %d bytes do not fit the %d-byte mapping", slots, 1<<shift, len(mem))
+	}
+	return &queue{
+		mem:   mem,
+		prod:  (*atomic.Uint32)(unsafe.Pointer(&h.ProducerIndex)),
+		cons:  (*atomic.Uint32)(unsafe.Pointer(&h.ConsumerIndex)),
+		data:  unsafe.Add(base, hdr),
+		shift: shift,
+		mask:  mask,
+	}, nil
 }
 
 // slot returns the address of slot i (masked).
