@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -96,9 +97,26 @@ func (p *PD) RegMR(mem []byte, access Access) (*MR, error) {
 	r, err := kverbs.RegMR(p.ctx.conn, p.handle, base, uint64(len(mem)), addr, uint32(access))
 	runtime.KeepAlive(mem)
 	if err != nil {
-		return nil, p.ctx.opErr(op, fmt.Errorf("%d bytes at %#x, access %#x: %w", len(mem), addr, uint32(access), err))
+		return nil, p.ctx.opErr(op, fmt.Errorf("%d bytes at %#x, access %#x: %w", len(mem), addr, uint32(access), memlockHint(err)))
 	}
 	return &MR{pd: p, handle: r.Handle, lkey: r.LKey, rkey: r.RKey, mem: mem, access: access}, nil
+}
+
+// memlockHint explains a registration the kernel refused for pinning
+// more than RLIMIT_MEMLOCK allows: ENOMEM when the process's pinned
+// memory would pass the limit, EPERM when the limit is 0 (ib_umem_get,
+// for a process without CAP_IPC_LOCK). Other errors pass unchanged.
+func memlockHint(err error) error {
+	if !errors.Is(err, unix.ENOMEM) && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) != nil || lim.Cur == unix.RLIM_INFINITY {
+		return err
+	}
+	return fmt.Errorf("%w (RLIMIT_MEMLOCK is %d bytes, and every MR of the process counts against it: "+
+		"raise it with ulimit -l, LimitMEMLOCK= in a systemd unit or --ulimit memlock= in docker, "+
+		"or grant CAP_IPC_LOCK)", err, lim.Cur)
 }
 
 // LKey returns the local key, for scatter/gather entries.

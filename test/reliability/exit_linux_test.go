@@ -1,0 +1,173 @@
+package reliability
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// A process that exits, or is killed, with a context, PDs, MRs, CQs on a
+// channel, connected QPs and work in flight, and closes none of them,
+// leaves nothing behind in the kernel: once it is gone, the kernel's
+// resource counts of rxe0 (RDMA netlink RES_GET, what "rdma resource
+// show" prints) are what they were before it started, and the counts
+// rose while it ran, so they do see its objects. A second process then
+// does the same again.
+func TestProcessExitLeaksNothing(t *testing.T) {
+	testutil.RequireDevice(t, testutil.DevicePath)
+	for _, role := range []string{"leak-exit", "leak-kill", "leak-exit"} {
+		before := rxeCounts(t)
+		c := startChild(t, role)
+		c.expect(t, "READY")
+		during := rxeCounts(t)
+		for _, k := range []string{"ctx", "pd", "cq", "qp", "mr"} {
+			if _, ok := before[k]; ok && during[k] <= before[k] {
+				t.Errorf("%s: %s count %d while the child runs, %d before: the counts miss its objects", role, k, during[k], before[k])
+			}
+		}
+		if role == "leak-kill" {
+			c.cmd.Process.Signal(syscall.SIGKILL)
+		} else {
+			c.stdin.Close() // the child exits when its stdin ends
+		}
+		out, err := c.wait(t)
+		switch {
+		case role == "leak-kill" && err == nil:
+			t.Errorf("%s: the child survived SIGKILL", role)
+		case role != "leak-kill" && err != nil:
+			t.Errorf("%s: child: %v\n%s", role, err, out)
+		}
+		var after map[string]uint64
+		if !waitUntil(10*time.Second, func() bool { after = rxeCounts(t); return cmp.Equal(before, after) }) {
+			t.Errorf("%s: resources of rxe0 after the child exited (-before +after):\n%s\nwhile it ran: %v",
+				role, cmp.Diff(before, after), during)
+		} else {
+			t.Logf("%s: before %v, while the child ran %v, after: the same as before", role, before, during)
+		}
+	}
+}
+
+// childLeak opens rxe0, makes one of everything, puts work in flight,
+// prints READY, and then, with nothing closed, exits when its stdin ends
+// (or dies of the parent's SIGKILL).
+func childLeak(waitKill bool) error {
+	c, err := uverbs.Open("rxe0")
+	if err != nil {
+		return err
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		return err
+	}
+	buf, err := uverbs.AllocBuffer(1 << 20)
+	if err != nil {
+		return err
+	}
+	mr, err := pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
+	heap := make([]byte, 64<<10) // a Go-heap MR too
+	if _, err := pd.RegMR(heap, uverbs.AccessLocalWrite); err != nil {
+		return err
+	}
+	ch, err := c.NewCompChannel()
+	if err != nil {
+		return err
+	}
+	scq, err := c.NewCQ(256, cq.WithChannel(ch))
+	if err != nil {
+		return err
+	}
+	rcq, err := c.NewCQ(256, cq.WithChannel(ch))
+	if err != nil {
+		return err
+	}
+	if err := rcq.ReqNotify(false); err != nil {
+		return err
+	}
+	mk := func(send, recv *cq.CQ) (*uverbs.QP, error) {
+		return pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: send, RecvCQ: recv,
+			Cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	}
+	a, err := mk(scq, scq)
+	if err != nil {
+		return err
+	}
+	b, err := mk(rcq, rcq)
+	if err != nil {
+		return err
+	}
+	if err := connectRC(a, b); err != nil {
+		return err
+	}
+	for i := 0; i < 32; i++ {
+		if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: uint64(i), SGL: []uverbs.SGE{mr.SGE(4096*i, 4096)}}}); err != nil {
+			return err
+		}
+	}
+	// Sends beyond the posted receives stay in RNR retry, in flight.
+	for i := 0; i < 48; i++ {
+		if _, err := a.PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{mr.SGE(0, 4096)}}}); err != nil {
+			return err
+		}
+	}
+	// A goroutine parked on the channel, one on the async fd.
+	go ch.Wait(context.Background())
+	go c.WaitAsyncEvent(context.Background())
+	fmt.Println("READY")
+	if waitKill {
+		select {}
+	}
+	bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes it
+	os.Exit(0)
+	return nil
+}
+
+// connectRC brings two RC QPs of rxe0 to RTS, each the other's peer, over
+// GID index 1, without a testing.T (for children).
+func connectRC(a, b *uverbs.QP) error {
+	raw, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/gids/1")
+	if err != nil {
+		return err
+	}
+	gid, err := uverbs.ParseGID(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return err
+	}
+	for _, p := range []struct{ qp, peer *uverbs.QP }{{a, b}, {b, a}} {
+		steps := []struct {
+			attr uverbs.QPAttr
+			mask uverbs.QPAttrMask
+		}{
+			{uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite},
+				uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
+			{uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: p.peer.QPN(), RQPSN: 1,
+				MaxDestRdAtomic: 1, MinRNRTimer: 1,
+				AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
+				uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
+					uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
+			{uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+				uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt |
+					uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic},
+		}
+		for _, s := range steps {
+			if err := p.qp.Modify(&s.attr, s.mask); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

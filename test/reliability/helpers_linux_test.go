@@ -1,0 +1,344 @@
+package reliability
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/netlink"
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// childEnv names the role of a child process: TestMain runs it instead of
+// the tests.
+const childEnv = "GOVERBS_RELIABILITY_CHILD"
+
+// children are the roles a child process can play, by name.
+var children = map[string]func() error{
+	"leak-exit": func() error { return childLeak(false) },
+	"leak-kill": func() error { return childLeak(true) },
+	"memlock":   childMemlock,
+}
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childEnv); role != "" {
+		fn, ok := children[role]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "child: unknown role %q\n", role)
+			os.Exit(2)
+		}
+		if err := fn(); err != nil {
+			fmt.Printf("CHILD FAIL: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println("CHILD OK")
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// child is a copy of this test binary playing role.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+	lines []string
+}
+
+// startChild starts a child process playing role; it is killed when the
+// test ends if it still runs.
+func startChild(t *testing.T, role string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+role)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// expect reads the child's output until a line starting with prefix, and
+// fails the test if the output ends first (or after 60 s).
+func (c *child) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	found := make(chan string, 1)
+	go func() {
+		for c.out.Scan() {
+			l := c.out.Text()
+			c.lines = append(c.lines, l)
+			if strings.HasPrefix(l, prefix) {
+				found <- l
+				return
+			}
+		}
+		close(found)
+	}()
+	select {
+	case l, ok := <-found:
+		if !ok {
+			t.Fatalf("child ended before printing %q; its output:\n%s", prefix, strings.Join(c.lines, "\n"))
+		}
+		return l
+	case <-time.After(60 * time.Second):
+		c.cmd.Process.Kill()
+		t.Fatalf("child printed no %q in 60 s", prefix)
+	}
+	return ""
+}
+
+// wait waits for the child to exit and returns the rest of its output.
+func (c *child) wait(t *testing.T) (string, error) {
+	t.Helper()
+	for c.out.Scan() {
+		c.lines = append(c.lines, c.out.Text())
+	}
+	err := c.cmd.Wait()
+	return strings.Join(c.lines, "\n"), err
+}
+
+// rxeCounts returns the kernel's resource counts of rxe0 (RDMA netlink
+// RES_GET: "rdma resource show").
+func rxeCounts(t *testing.T) map[string]uint64 {
+	t.Helper()
+	all, err := netlink.RDMAResourceSummary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.Device == "rxe0" {
+			return r.Counts
+		}
+	}
+	t.Fatalf("rdma resource show lists no rxe0: %+v", all)
+	return nil
+}
+
+// rxePresent reports whether RDMA netlink lists rxe0.
+func rxePresent() (bool, error) {
+	devs, err := netlink.RDMADevices()
+	if err != nil {
+		return false, err
+	}
+	for _, d := range devs {
+		if d.Name == "rxe0" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// restoreRXE makes sure rxe0 exists on d0 and is ready for the packages
+// that run after this one: it creates it if it is missing, then waits for
+// its uverbs device (the path testutil.DevicePath names), an active port
+// and its IPv4 GID.
+func restoreRXE(t *testing.T) {
+	t.Helper()
+	ok, err := rxePresent()
+	if err != nil {
+		t.Errorf("restoring rxe0: %v", err)
+		return
+	}
+	if !ok {
+		if err := netlink.RDMALinkAdd("rxe0", "rxe", "d0"); err != nil {
+			t.Errorf("restoring rxe0: %v", err)
+			return
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		if last = rxeReady(); last == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("rxe0 not ready 20 s after re-creating it: %v", last)
+}
+
+// rxeReady says why rxe0 is not yet usable, or nil.
+func rxeReady() error {
+	if _, err := os.Stat(testutil.DevicePath); err != nil {
+		return err
+	}
+	c, err := uverbs.Open("rxe0")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p, err := c.QueryPort(1)
+	if err != nil {
+		return err
+	}
+	if p.State != uverbs.PortActive {
+		return fmt.Errorf("port 1 is %v", p.State)
+	}
+	b, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/gids/1")
+	if err != nil {
+		return err
+	}
+	if a, err := netip.ParseAddr(strings.TrimSpace(string(b))); err != nil || a.IsUnspecified() {
+		return fmt.Errorf("GID index 1 is %q", strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// waitUntil polls cond every millisecond or so until it holds or limit
+// passes; it reports whether it held.
+func waitUntil(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// drain polls q until it has been empty for quiet, and returns what came.
+func drain(t *testing.T, q *cq.CQ, quiet time.Duration) []cq.WC {
+	t.Helper()
+	var out []cq.WC
+	buf := make([]cq.WC, 64)
+	last := time.Now()
+	for time.Since(last) < quiet {
+		n, err := q.Poll(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			out = append(out, buf[:n]...)
+			last = time.Now()
+			continue
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return out
+}
+
+// objects is one test's device and what it made, closed in order (QPs,
+// MRs, CQs, the PD, the channel, the context) when the test ends unless
+// the test closed them first.
+type objects struct {
+	ctx  *uverbs.Context
+	pd   *uverbs.PD
+	ch   *cq.Channel
+	buf  *uverbs.Buffer
+	mr   *uverbs.MR
+	cqs  []*cq.CQ
+	qps  []*uverbs.QP
+	errs []error // from closeAll
+}
+
+func newObjects(t *testing.T, bufSize int) *objects {
+	t.Helper()
+	testutil.RequireDevice(t, testutil.DevicePath)
+	o := &objects{}
+	var err error
+	if o.ctx, err = uverbs.Open("rxe0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.closeAll() })
+	if o.pd, err = o.ctx.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if o.ch, err = o.ctx.NewCompChannel(); err != nil {
+		t.Fatal(err)
+	}
+	if o.buf, err = uverbs.AllocBuffer(bufSize); err != nil {
+		t.Fatal(err)
+	}
+	if o.mr, err = o.pd.RegMR(o.buf.Bytes(), rdmatest.AllAccess); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func (o *objects) newCQ(t *testing.T, size int) *cq.CQ {
+	t.Helper()
+	q, err := o.ctx.NewCQ(size, cq.WithChannel(o.ch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.cqs = append(o.cqs, q)
+	return q
+}
+
+func (o *objects) newQP(t *testing.T, send, recv *cq.CQ, depth uint32, sigAll bool) *uverbs.QP {
+	t.Helper()
+	qp, err := o.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: send, RecvCQ: recv, SigAll: sigAll,
+		Cap: uverbs.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.qps = append(o.qps, qp)
+	return qp
+}
+
+// closeAll closes everything still open, children first, and keeps the
+// errors other than ErrClosed.
+func (o *objects) closeAll() {
+	keep := func(err error) {
+		if err != nil && !errors.Is(err, uverbs.ErrClosed) {
+			o.errs = append(o.errs, err)
+		}
+	}
+	for _, q := range o.qps {
+		keep(q.Close())
+	}
+	if o.mr != nil {
+		keep(o.mr.Close())
+	}
+	for _, q := range o.cqs {
+		q.Ack(q.Unacked())
+		keep(q.Close())
+	}
+	if o.pd != nil {
+		keep(o.pd.Close())
+	}
+	if o.ch != nil {
+		keep(o.ch.Close())
+	}
+	if o.ctx != nil {
+		keep(o.ctx.Close())
+	}
+	if o.buf != nil {
+		o.buf.Close()
+	}
+}
+
+// ctxTimeout is a context that ends after d or when the test does.
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
