@@ -1,6 +1,22 @@
 package uverbs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/goverbs/goverbs/cq"
+)
+
+// QPConfig describes a new queue pair (struct ibv_qp_init_attr).
+type QPConfig struct {
+	Type           QPType
+	SendCQ, RecvCQ *cq.CQ
+	Cap            QPCap
+	// SigAll makes every send request complete with a CQE, not only the
+	// ones flagged signaled.
+	SigAll bool
+	// UserValue is a value of the caller's, kept with the QP (UserValue).
+	UserValue uint64
+}
 
 // QPType is a queue pair's transport service (enum ibv_qp_type).
 type QPType uint8

@@ -14,18 +14,6 @@ import (
 	"github.com/goverbs/goverbs/uapi"
 )
 
-// QPConfig describes a new queue pair (struct ibv_qp_init_attr).
-type QPConfig struct {
-	Type           QPType
-	SendCQ, RecvCQ *cq.CQ
-	Cap            QPCap
-	// SigAll makes every send request complete with a CQE, not only the
-	// ones flagged signaled.
-	SigAll bool
-	// UserValue is a value of the caller's, kept with the QP (UserValue).
-	UserValue uint64
-}
-
 // QP is a queue pair (ibv_qp). It holds its PD and CQs alive.
 // Safe for concurrent use.
 type QP struct {

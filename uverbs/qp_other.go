@@ -2,25 +2,6 @@
 
 package uverbs
 
-import (
-	"github.com/goverbs/goverbs/cq"
-)
-
-// QPConfig describes a new queue pair (struct ibv_qp_init_attr).
-//
-// It repeats the definition in qp_linux.go, field for field
-// (internal/apisurface's test holds them equal).
-type QPConfig struct {
-	Type           QPType
-	SendCQ, RecvCQ *cq.CQ
-	Cap            QPCap
-	// SigAll makes every send request complete with a CQE, not only the
-	// ones flagged signaled.
-	SigAll bool
-	// UserValue is a value of the caller's, kept with the QP (UserValue).
-	UserValue uint64
-}
-
 // QP is a queue pair (ibv_qp). Not on this system: every method returns
 // an error wrapping ErrNotSupported, or a zero value.
 type QP struct{}
