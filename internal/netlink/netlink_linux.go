@@ -94,39 +94,50 @@ func (c *Conn) Execute(typ, flags uint16, payload []byte) ([]Message, error) {
 		if err != nil {
 			return nil, os.NewSyscallError("recvfrom", err)
 		}
-		b := c.buf[:n]
-		for len(b) >= unix.NLMSG_HDRLEN {
-			l := int(binary.NativeEndian.Uint32(b[0:]))
-			if l < unix.NLMSG_HDRLEN || l > len(b) {
-				return nil, fmt.Errorf("netlink: malformed message length %d", l)
-			}
-			mtyp := binary.NativeEndian.Uint16(b[4:])
-			mflags := binary.NativeEndian.Uint16(b[6:])
-			mseq := binary.NativeEndian.Uint32(b[8:])
-			body := b[unix.NLMSG_HDRLEN:l]
-			b = b[min(align4(l), len(b)):]
-			if mseq != seq {
-				continue // a stale reply to an earlier request
-			}
-			switch mtyp {
-			case unix.NLMSG_ERROR:
-				if err := parseAck(mflags, body); err != nil {
-					return nil, err
-				}
-				return out, nil // a positive ACK ends the exchange
-			case unix.NLMSG_DONE:
-				if len(body) >= 4 {
-					if e := int32(binary.NativeEndian.Uint32(body)); e < 0 {
-						return nil, &Error{Errno: unix.Errno(-e)}
-					}
-				}
-				return out, nil
-			case unix.NLMSG_NOOP, unix.NLMSG_OVERRUN:
-				continue
-			}
-			out = append(out, Message{Type: mtyp, Flags: mflags, Payload: append([]byte(nil), body...)})
+		var done bool
+		if out, done, err = parseReplies(out, c.buf[:n], seq); err != nil || done {
+			return out, err
 		}
 	}
+}
+
+// parseReplies appends to out the data messages of one received datagram
+// b that answer request seq, copied out of b, and says whether the reply
+// is complete (an ACK or DONE came). On a NACK or a malformed message it
+// returns a nil slice and the error.
+func parseReplies(out []Message, b []byte, seq uint32) ([]Message, bool, error) {
+	for len(b) >= unix.NLMSG_HDRLEN {
+		l := binary.NativeEndian.Uint32(b[0:])
+		if l < unix.NLMSG_HDRLEN || uint64(l) > uint64(len(b)) {
+			return nil, true, fmt.Errorf("netlink: malformed message length %d", l)
+		}
+		mtyp := binary.NativeEndian.Uint16(b[4:])
+		mflags := binary.NativeEndian.Uint16(b[6:])
+		mseq := binary.NativeEndian.Uint32(b[8:])
+		body := b[unix.NLMSG_HDRLEN:l]
+		b = b[min(align4(int(l)), len(b)):]
+		if mseq != seq {
+			continue // a stale reply to an earlier request
+		}
+		switch mtyp {
+		case unix.NLMSG_ERROR:
+			if err := parseAck(mflags, body); err != nil {
+				return nil, true, err
+			}
+			return out, true, nil // a positive ACK ends the exchange
+		case unix.NLMSG_DONE:
+			if len(body) >= 4 {
+				if e := int32(binary.NativeEndian.Uint32(body)); e < 0 {
+					return nil, true, &Error{Errno: unix.Errno(-e)}
+				}
+			}
+			return out, true, nil
+		case unix.NLMSG_NOOP, unix.NLMSG_OVERRUN:
+			continue
+		}
+		out = append(out, Message{Type: mtyp, Flags: mflags, Payload: append([]byte(nil), body...)})
+	}
+	return out, false, nil
 }
 
 // parseAck decodes the body of an NLMSG_ERROR message: nil for an ACK.
@@ -145,10 +156,11 @@ func parseAck(flags uint16, body []byte) error {
 	// The TLVs follow the echoed request: its header only when capped.
 	off := 4 + unix.NLMSG_HDRLEN
 	if flags&unix.NLM_F_CAPPED == 0 {
-		off = 4 + int(binary.NativeEndian.Uint32(body[4:]))
-	}
-	if off > len(body) {
-		return e
+		l := binary.NativeEndian.Uint32(body[4:]) // the echoed nlmsg_len
+		if uint64(l) > uint64(len(body)-4) {      // not int: past 2^31 that wraps on 32-bit
+			return e
+		}
+		off = 4 + int(l)
 	}
 	for _, a := range ParseAttrs(body[off:]) {
 		if a.Type == unix.NLMSGERR_ATTR_MSG {

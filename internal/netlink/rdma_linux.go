@@ -96,28 +96,33 @@ func RDMADevices() ([]RDMADevice, error) {
 	}
 	out := make([]RDMADevice, 0, len(msgs))
 	for _, m := range msgs {
-		var d RDMADevice
-		for _, a := range ParseAttrs(m.Payload) {
-			switch a.Type {
-			case RDMA_NLDEV_ATTR_DEV_INDEX:
-				d.Index = a.Uint32()
-			case RDMA_NLDEV_ATTR_DEV_NAME:
-				d.Name = a.String()
-			case RDMA_NLDEV_ATTR_NODE_GUID:
-				d.NodeGUID = a.Uint64()
-			case RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
-				d.SysGUID = a.Uint64()
-			case RDMA_NLDEV_ATTR_FW_VERSION:
-				d.FWVersion = a.String()
-			case RDMA_NLDEV_ATTR_DEV_PROTOCOL:
-				d.Protocol = a.String()
-			case RDMA_NLDEV_ATTR_PORT_INDEX:
-				d.Ports = a.Uint32()
-			}
-		}
-		out = append(out, d)
+		out = append(out, parseDevice(m.Payload))
 	}
 	return out, nil
+}
+
+// parseDevice decodes one RDMA_NLDEV_CMD_GET reply.
+func parseDevice(b []byte) RDMADevice {
+	var d RDMADevice
+	for _, a := range ParseAttrs(b) {
+		switch a.Type {
+		case RDMA_NLDEV_ATTR_DEV_INDEX:
+			d.Index = a.Uint32()
+		case RDMA_NLDEV_ATTR_DEV_NAME:
+			d.Name = a.String()
+		case RDMA_NLDEV_ATTR_NODE_GUID:
+			d.NodeGUID = a.Uint64()
+		case RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
+			d.SysGUID = a.Uint64()
+		case RDMA_NLDEV_ATTR_FW_VERSION:
+			d.FWVersion = a.String()
+		case RDMA_NLDEV_ATTR_DEV_PROTOCOL:
+			d.Protocol = a.String()
+		case RDMA_NLDEV_ATTR_PORT_INDEX:
+			d.Ports = a.Uint32()
+		}
+	}
+	return d
 }
 
 // RDMALink is one port of an RDMA device and the netdev under it, as
@@ -146,23 +151,29 @@ func RDMALinks() ([]RDMALink, error) {
 			return nil, fmt.Errorf("%s: %w", d.Name, err)
 		}
 		for _, m := range msgs {
-			l := RDMALink{Device: d.Name}
-			for _, a := range ParseAttrs(m.Payload) {
-				switch a.Type {
-				case RDMA_NLDEV_ATTR_PORT_INDEX:
-					l.Port = a.Uint32()
-				case RDMA_NLDEV_ATTR_PORT_STATE:
-					l.State = a.Uint8()
-				case RDMA_NLDEV_ATTR_PORT_PHYS_STATE:
-					l.PhysState = a.Uint8()
-				case RDMA_NLDEV_ATTR_NDEV_NAME:
-					l.Netdev = a.String()
-				}
-			}
-			out = append(out, l)
+			out = append(out, parseLink(d.Name, m.Payload))
 		}
 	}
 	return out, nil
+}
+
+// parseLink decodes one RDMA_NLDEV_CMD_PORT_GET reply about a port of
+// device.
+func parseLink(device string, b []byte) RDMALink {
+	l := RDMALink{Device: device}
+	for _, a := range ParseAttrs(b) {
+		switch a.Type {
+		case RDMA_NLDEV_ATTR_PORT_INDEX:
+			l.Port = a.Uint32()
+		case RDMA_NLDEV_ATTR_PORT_STATE:
+			l.State = a.Uint8()
+		case RDMA_NLDEV_ATTR_PORT_PHYS_STATE:
+			l.PhysState = a.Uint8()
+		case RDMA_NLDEV_ATTR_NDEV_NAME:
+			l.Netdev = a.String()
+		}
+	}
+	return l
 }
 
 // Chardev is what RDMA_NLDEV_CMD_GET_CHARDEV says of a device's uverbs
@@ -188,20 +199,25 @@ func UverbsChardev(devIndex uint32) (Chardev, error) {
 	}
 	var c Chardev
 	for _, m := range msgs {
-		for _, a := range ParseAttrs(m.Payload) {
-			switch a.Type {
-			case RDMA_NLDEV_ATTR_CHARDEV_NAME:
-				c.Name = a.String()
-			case RDMA_NLDEV_ATTR_CHARDEV_ABI:
-				c.ABI = a.Uint64()
-			case RDMA_NLDEV_ATTR_CHARDEV:
-				c.Dev = a.Uint64()
-			case RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
-				c.DriverID, c.HaveDriverID = a.Uint32(), true
-			}
-		}
+		parseChardev(&c, m.Payload)
 	}
 	return c, nil
+}
+
+// parseChardev decodes one RDMA_NLDEV_CMD_GET_CHARDEV reply into c.
+func parseChardev(c *Chardev, b []byte) {
+	for _, a := range ParseAttrs(b) {
+		switch a.Type {
+		case RDMA_NLDEV_ATTR_CHARDEV_NAME:
+			c.Name = a.String()
+		case RDMA_NLDEV_ATTR_CHARDEV_ABI:
+			c.ABI = a.Uint64()
+		case RDMA_NLDEV_ATTR_CHARDEV:
+			c.Dev = a.Uint64()
+		case RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
+			c.DriverID, c.HaveDriverID = a.Uint32(), true
+		}
+	}
 }
 
 func rdmaDo(cmd uint16, flags uint16, payload []byte) ([]Message, error) {
