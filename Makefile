@@ -24,7 +24,7 @@ PORTPKGS    ?= ./uapi/ ./provider/... ./internal/transport/ ./internal/kverbs/ .
 # One target for longer: make fuzz FUZZ_TARGETS=./provider/rxe:FuzzPoll FUZZTIME=10m
 FUZZTIME    ?= 3s
 FUZZ_ALL    := \
-	./provider/rxe:FuzzWC ./provider/rxe:FuzzPoll ./provider/rxe:FuzzConvertWC \
+	./provider/rxe:FuzzWC ./provider/rxe:FuzzPoll ./provider/rxe:FuzzConvertWC ./provider/mlx5:FuzzPoll \
 	./internal/transport:FuzzCmd \
 	./internal/kverbs:FuzzExQueryDeviceResp ./internal/kverbs:FuzzGIDTable \
 	./uverbs:FuzzAsyncEvents ./uverbs:FuzzParseAsyncEvent ./uverbs:FuzzDeviceAttr ./uverbs:FuzzPortAttr \
