@@ -34,13 +34,18 @@ const (
 // at context creation; then maps the UAR that takes CQ arm doorbells.
 func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Context, error) {
 	c := &context{conn: conn, fd: fd, uars: map[uint32]dmaBuf{}}
+	// Static UAR counts go along, as rdma-core sends them: a kernel that
+	// grants dynamic UARs ignores them (and answers tot_bfregs 0), one that
+	// does not know the capability makes static UARs from them.
 	req := uapi.Mlx5IBAllocUcontextReqV2{
-		MaxCQEVersion: maxCQEVersion,
-		LibCaps:       uapi.MLX5_LIB_CAP_4K_UAR | uapi.MLX5_LIB_CAP_DYN_UAR,
+		TotalNumBfregs:      staticBfregs,
+		NumLowLatencyBfregs: staticLowLat,
+		MaxCQEVersion:       maxCQEVersion,
+		LibCaps:             uapi.MLX5_LIB_CAP_4K_UAR | uapi.MLX5_LIB_CAP_DYN_UAR,
 	}
 	kc, err := kverbs.GetContext(conn, bytesOf(&req), bytesOf(&c.resp))
-	if errors.Is(err, unix.EINVAL) {
-		// An older kernel: static UARs.
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+		// A kernel that refuses the dynamic-UAR request: static UARs.
 		req = uapi.Mlx5IBAllocUcontextReqV2{
 			TotalNumBfregs:      staticBfregs,
 			NumLowLatencyBfregs: staticLowLat,
