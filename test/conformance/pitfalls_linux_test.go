@@ -101,6 +101,8 @@ func TestPitfallAlternatingEmptyPolls(t *testing.T) {
 // "Soft-RoCE drops completions when many QPs drive it at once": many QPs
 // into one CQ, every completion counted.
 func TestPitfallManyQPsOneCQ(t *testing.T) {
+	rdmatest.SkipUnless(t, "rxe", "it posts 100 sends per QP into 64-deep send queues without polling; "+
+		"rxe frees a send slot when the kernel completes the WQE, mlx5 only when its completion is polled")
 	f := setup(t)
 	shared, peers := f.newCQ(t, 4096), f.newCQ(t, 4096)
 	const pairs, each = 16, 100

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -30,7 +29,8 @@ func TestCompareSwapAndSGELists(t *testing.T) {
 	a, b := qp(scq, scq), qp(rcq, rcq)
 	rdmatest.ConnectRC(t, a, b)
 	m := f.mem
-	binary.NativeEndian.PutUint64(m[8192:], 7)
+	order := rdmatest.AtomicOrder(t) // the byte order the device's atomics see memory in
+	order.PutUint64(m[8192:], 7)
 	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRAtomicCmpSwp, Flags: uverbs.SendSignaled,
 		SGL: []uverbs.SGE{f.mr.SGE(100, 8)}, RemoteAddr: f.mr.Addr() + 8192, RKey: f.mr.RKey(), CompareAdd: 7, Swap: 99}}); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestCompareSwapAndSGELists(t *testing.T) {
 	if w := rdmatest.PollN(t, scq, 1)[0]; w.Status != cq.Success || w.Opcode != cq.OpCompSwap {
 		t.Fatalf("compare-and-swap completion %+v", w)
 	}
-	if old, now := binary.NativeEndian.Uint64(m[100:]), binary.NativeEndian.Uint64(m[8192:]); old != 7 || now != 99 {
+	if old, now := order.Uint64(m[100:]), order.Uint64(m[8192:]); old != 7 || now != 99 {
 		t.Errorf("compare-and-swap: old %d, now %d; want 7, 99", old, now)
 	}
 	copy(m[1000:], "abc")
@@ -105,6 +105,8 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	}
 	rdmatest.PollN(t, scq, 51)
 	drain()
+	rdmatest.SkipUnless(t, "rxe", "the rest arms twice before reading the first event; mlx5 ignores an arm "+
+		"whose sequence number predates an event not yet read, so the second event never comes")
 	for i := 0; i < 2; i++ { // AllocsPerRun calls Wait twice: queue two events
 		if err := scq.ReqNotify(false); err != nil {
 			t.Fatal(err)

@@ -13,11 +13,15 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-// Open opens rxe0, closing it when the test ends.
+// Open opens the test device (rxe0, or a context on the mlx5 model:
+// EnvDevice), closing it when the test ends.
 func Open(tb testing.TB) *uverbs.Context {
 	tb.Helper()
+	if OnModel() {
+		return openModel(tb)
+	}
 	testutil.RequireDevice(tb, testutil.DevicePath)
-	c, err := uverbs.Open("rxe0")
+	c, err := uverbs.Open(DeviceName())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -25,10 +29,14 @@ func Open(tb testing.TB) *uverbs.Context {
 	return c
 }
 
-// GID reads GID index i of rxe0's port 1 from sysfs.
+// GID reads GID index i of the test device's port 1: from sysfs, or on
+// the model from the test's context.
 func GID(tb testing.TB, i int) uverbs.GID {
 	tb.Helper()
-	b, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/gids/" + strconv.Itoa(i))
+	if OnModel() {
+		return modelGID(tb, i)
+	}
+	b, err := os.ReadFile("/sys/class/infiniband/" + DeviceName() + "/ports/1/gids/" + strconv.Itoa(i))
 	if err != nil {
 		tb.Fatal(err)
 	}
