@@ -13,12 +13,22 @@ import (
 // always with CGO_ENABLED=0: every VM run also proves that goverbs builds
 // static and cross-compiles.
 func goCmd(ctx context.Context, root, arch string, args ...string) (string, error) {
+	return goCmdCgo(ctx, root, arch, false, args...)
+}
+
+// goCmdCgo is goCmd, with CGO_ENABLED=1 if cgo is set: for race-detector
+// test binaries only, never for the library, the tool or /init.
+func goCmdCgo(ctx context.Context, root, arch string, cgo bool, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	enabled := "CGO_ENABLED=0"
+	if cgo {
+		enabled = "CGO_ENABLED=1"
+	}
+	cmd.Env = append(os.Environ(), enabled, "GOOS=linux", "GOARCH="+arch)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("GOARCH=%s go %s: %w\n%s", arch, strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("%s GOARCH=%s go %s: %w\n%s", enabled, arch, strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
 }
@@ -47,7 +57,8 @@ func (t testBin) Name() string {
 
 // buildTests builds a test binary for every package matched by patterns
 // that has tests, except the harness's own packages (they need the host).
-func buildTests(ctx context.Context, root, arch, out string, patterns []string) ([]testBin, error) {
+// With race, the binaries have the race detector (and so cgo).
+func buildTests(ctx context.Context, root, arch, out string, patterns []string, race bool) ([]testBin, error) {
 	list, err := goCmd(ctx, root, arch, append([]string{"list", "-f",
 		"{{.ImportPath}}\t{{.Dir}}\t{{len .TestGoFiles}}\t{{len .XTestGoFiles}}"}, patterns...)...)
 	if err != nil {
@@ -72,8 +83,11 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string) 
 		if st, err := os.Stat(filepath.Join(f[1], "testdata")); err == nil && st.IsDir() {
 			b.Data = filepath.Join(f[1], "testdata")
 		}
-		if _, err := goCmd(ctx, root, arch, "test", "-c", "-o", b.Host,
-			"-gcflags=all=-d=checkptr", b.Pkg); err != nil {
+		args := []string{"test", "-c", "-o", b.Host, "-gcflags=all=-d=checkptr"}
+		if race {
+			args = append(args, "-race")
+		}
+		if _, err := goCmdCgo(ctx, root, arch, race, append(args, b.Pkg)...); err != nil {
 			return nil, err
 		}
 		bins = append(bins, b)

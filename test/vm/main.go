@@ -52,6 +52,7 @@ var (
 	flagNoRDMA  = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
 	flagBenchT  = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
 	flagEnv     = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
+	flagRace    = flag.Bool("race", false, "test mode: build the test binaries with the race detector (CGO_ENABLED=1 for them only; the host's loader and libc go into the guest); guests of another architecture than the host's run without it")
 )
 
 // guestPackages are Debian packages put into every guest: rdma-core's
@@ -168,6 +169,11 @@ func harness(ctx context.Context, mode string) error {
 	}
 	if err := ensureTools(ctx, arches, false); err != nil {
 		return err
+	}
+	if *flagRace && mode == "test" {
+		if err := ensureRaceTools(ctx); err != nil {
+			return err
+		}
 	}
 	a, err := newApt(cache)
 	if err != nil {
@@ -331,8 +337,11 @@ type guest struct {
 	tests   []testBin
 	tool    string   // cmd/goverbs, for the demo
 	pkgDirs []string // unpacked Debian packages
-	plan    plan.Plan
-	noInit  bool // leave /init out (self-test)
+	// hostLibs are host files (the dynamic loader, libc) that go into the
+	// guest at the same paths, after the packages': for -race binaries.
+	hostLibs []string
+	plan     plan.Plan
+	noInit   bool // leave /init out (self-test)
 }
 
 func multiarchLibPath(arch string) string {
@@ -402,11 +411,26 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		if mode == "bench" && *flagPkg == "./..." {
 			pkgs = []string{"./test/bench"}
 		}
-		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), pkgs)
+		race := *flagRace && mode == "test"
+		if race && !raceArch(arch) {
+			logf("%s: -race needs a C compiler for %s guests, and the host (%s) has none: these tests run without the race detector", arch, arch, runtime.GOARCH)
+			race = false
+		}
+		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), pkgs, race)
 		if err != nil {
 			return nil, err
 		}
 		g.tests = tests
+		if race {
+			var bins []string
+			for _, t := range tests {
+				bins = append(bins, t.Host)
+			}
+			if g.hostLibs, err = hostLibs(ctx, bins); err != nil {
+				return nil, err
+			}
+			logf("%s: race-detector test binaries; into the guest from the host: %s", arch, strings.Join(g.hostLibs, " "))
+		}
 		if !*flagNoRDMA && mode == "test" {
 			p.Steps = []plan.Step{{Name: "smoke: ibv_devinfo -d rxe0", Argv: []string{"/usr/bin/ibv_devinfo", "-d", "rxe0"},
 				LibPath: libPath, TimeoutSec: 60}}
@@ -620,6 +644,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 	}
 	for _, d := range g.pkgDirs {
 		c.Tree(d, "/", skipPkgFile)
+	}
+	for _, l := range g.hostLibs { // over the packages' copies: loader and libc from one build
+		c.HostFile(l, l, 0o755)
 	}
 	if g.tool != "" {
 		c.HostFile("/bin/goverbs", g.tool, 0o755)
