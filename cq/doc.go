@@ -30,6 +30,25 @@
 // Closing a CQ with events it delivered still unacknowledged fails with
 // EBUSY and the count, where ibv_destroy_cq would block forever.
 //
+// # Concurrency
+//
+// [CQ] and [Channel] are safe for concurrent use, every method:
+//
+//   - [CQ.Poll], [CQ.ReqNotify], [CQ.Resize] and [CQ.Close] of one CQ
+//     serialise on one lock: the ring has one consumer index, so
+//     goroutines polling one CQ take turns, each completion goes to
+//     exactly one Poll, and a Close racing a Poll waits for it (the ring
+//     is never unmapped under a reader). [CQ.Ack] and [CQ.Unacked] are
+//     lock-free.
+//   - One [Channel.Wait] or [Channel.TryWait] at a time reads the
+//     channel's fd; the others queue, each event going to exactly one of
+//     them (a TryWait that finds a Wait reading returns [ErrNoEvent]).
+//     Close wakes a waiting Wait with [ErrClosed].
+//   - [Channel.Serve] owns the channel's events while it runs: run one
+//     per channel, and no other Wait or TryWait on that channel, since an
+//     event another caller takes is one Serve never sees, and the CQ it
+//     names is left unarmed. Poll its CQs from other goroutines freely.
+//
 // docs/CQ.md in the repository gives the full semantics, the concurrency
 // contract, and where soft-RoCE departs from the man pages.
 package cq

@@ -35,8 +35,35 @@
 // parents alive (a QP its PD, a PD its Context); close children first,
 // or close the Context, which makes the kernel destroy everything on it.
 //
+// # Concurrency
+//
 // Every type is safe for concurrent use unless its documentation says
-// otherwise.
+// otherwise; value types (Device, the attributes, the work requests) are
+// plain values. Per type:
+//
+//   - [Context]: every method, from any goroutine. Each call that uses
+//     the fd holds a read lock that [Context.Close] takes for writing, so
+//     Close waits for calls in flight and the fd number is never reused
+//     under one. [Context.WaitAsyncEvent] callers take turns on the fd,
+//     each event going to exactly one of them; [Context.TryAsyncEvent]
+//     may run beside them. Close wakes a waiting WaitAsyncEvent with
+//     [ErrClosed].
+//   - [PD], [MR], [AH]: every method; Close serialises on the object's
+//     own lock and later calls return ErrClosed.
+//   - [QP]: [QP.PostSend] and [QP.PostRecv] each take a lock of their
+//     own, since the send queue and the receive queue each have one
+//     producer index: many goroutines may post to one QP, a send and a
+//     receive post proceed in parallel, and no work request is lost or
+//     written twice. Modify, Query and Close may run beside them; Close
+//     takes both locks, so it waits for posts in flight.
+//   - [Buffer]: its methods are safe; its bytes are the caller's to
+//     synchronise, and the device's to use while an MR covers them, so
+//     close a Buffer only after its MRs and their work requests are done.
+//   - [AsyncEvent]: a value; [AsyncEvent.Ack] is one atomic add.
+//
+// The completion queue side (cq.CQ, cq.Channel) is in package cq's
+// documentation. The race detector runs the whole VM suite, which drives
+// these from many goroutines (make vmrace; docs/RELIABILITY.md).
 //
 // # Async events
 //
