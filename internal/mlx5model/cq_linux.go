@@ -42,6 +42,7 @@ type cq struct {
 	uar    *uar           // where its arm doorbells go
 	refs   int            // QPs using it
 
+	dead     bool   // its memory was unmapped (see Device.fault)
 	pi       uint32 // producer index, free-running
 	arm      uint8
 	seq      uint32 // events fired: the arm sequence number the device expects
@@ -336,9 +337,10 @@ func (d *Device) write(q *cq, e *[cqeSize]byte) {
 // for. solicited marks it (op_own bit 1); errors fire solicited arms too.
 // On overrun the CQ breaks and CQ_ERR goes to the async fd.
 func (d *Device) complete(q *cq, e *[cqeSize]byte, solicited, isErr bool) {
-	if q == nil || q.broken || q.db == nil {
+	if q == nil || q.broken || q.dead || q.db == nil {
 		return
 	}
+	defer d.on(q)()
 	ci := load32BE(q.db) & 0xffffff
 	if ahead := (ci - q.pi) & 0xffffff; ahead != 0 && ahead < 1<<23 {
 		if !q.ciAhead {
@@ -422,7 +424,9 @@ func (c *Context) armDoorbell(u *uar, db doorbell) {
 		d.violate("CQ %#x armed on UAR page %d, but it was created with page %d", cqn, u.pageID, q.uar.pageID)
 	case word&0x0e000000 != 0 || word&0xc0000000 != 0:
 		d.violate("CQ %#x: arm doorbell word %#08x has reserved bits set", cqn, word)
+	case q.dead:
 	default:
+		defer d.on(q)()
 		rec := load32BE(unsafe.Add(q.db, 4))
 		if rec == q.lastArm && word != rec {
 			d.violate("CQ %#x: arm doorbell word %#08x, but its doorbell record holds %#08x", cqn, word, rec)
@@ -430,10 +434,12 @@ func (c *Context) armDoorbell(u *uar, db doorbell) {
 		}
 	}
 	for _, o := range c.handles {
-		if p, ok := o.(*cq); ok && p.uar == u && p.db != nil {
+		if p, ok := o.(*cq); ok && p.uar == u && p.db != nil && !p.dead {
+			restore := d.on(p)
 			if w := load32BE(unsafe.Add(p.db, 4)); w != p.lastArm {
 				d.takeArmWord(p, w)
 			}
+			restore()
 		}
 	}
 }
@@ -443,10 +449,12 @@ func (c *Context) armDoorbell(u *uar, db doorbell) {
 func (c *Context) watchArms(now time.Time) {
 	for _, o := range c.handles {
 		p, ok := o.(*cq)
-		if !ok || p.db == nil {
+		if !ok || p.db == nil || p.dead {
 			continue
 		}
+		restore := c.d.on(p)
 		w := load32BE(unsafe.Add(p.db, 4))
+		restore()
 		if w == p.lastArm {
 			continue
 		}

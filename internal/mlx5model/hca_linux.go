@@ -63,7 +63,9 @@ func (c *Context) sendDoorbell(u *uar, db doorbell) {
 		d.violate("QP %#x rang a send doorbell on UAR page %d, but it was given page %d", qpn, u.pageID, q.uar.pageID)
 	case q.sqCnt == 0:
 		d.violate("QP %#x rang a send doorbell, but it has no send queue", qpn)
+	case q.dead:
 	default:
+		defer d.on(q)()
 		pend := q.sqPending()
 		if uint32(idx-uint16(q.sqCI)) >= pend {
 			break // a WQE run already (its doorbell came late), or a bogus index: the record says nothing is there
@@ -79,20 +81,25 @@ func (c *Context) sendDoorbell(u *uar, db doorbell) {
 		}
 	}
 	for _, o := range c.handles {
-		if p, ok := o.(*qp); ok && p.uar == u && p != q && p.sqCnt > 0 && p.sqPending() != 0 {
-			p.sweep = true
+		if p, ok := o.(*qp); ok && p.uar == u && p != q && p.sqCnt > 0 && !p.dead {
+			restore := d.on(p)
+			if p.sqPending() != 0 {
+				p.sweep = true
+			}
+			restore()
 		}
 	}
 }
 
 // needsWork says whether the QP may have something for the HCA to do.
 func (q *qp) needsWork() bool {
-	return q.db != nil && (q.state == qpsRTS || q.state == qpsErr || q.state == qpsSQD)
+	return q.db != nil && !q.dead && (q.state == qpsRTS || q.state == qpsErr || q.state == qpsSQD)
 }
 
 // work runs a QP's send queue as far as its doorbells allow, and in the
 // error state flushes its receive queue.
 func (d *Device) work(q *qp) bool {
+	defer d.on(q)()
 	busy := false
 	if q.state == qpsErr && d.flushRecvs(q) {
 		busy = true
@@ -162,9 +169,10 @@ func (d *Device) qpError(q *qp) {
 // flushRecvs completes every posted receive of a QP in error with a
 // flush error.
 func (d *Device) flushRecvs(q *qp) bool {
-	if q.rqCnt == 0 || q.db == nil {
+	if q.rqCnt == 0 || q.db == nil || q.dead {
 		return false
 	}
+	defer d.on(q)()
 	busy := false
 	for uint16(load32BE(q.db)) != uint16(q.rqCI) {
 		d.respError(q, uapi.MLX5_CQE_SYNDROME_WR_FLUSH_ERR, vendorFlush)

@@ -2,6 +2,7 @@ package mlx5model
 
 import (
 	"encoding/binary"
+	"runtime/debug"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -65,7 +66,7 @@ type args struct {
 }
 
 // Ioctl answers RDMA_VERBS_IOCTL (transport.Kernel).
-func (c *Context) Ioctl(hdrp unsafe.Pointer) unix.Errno {
+func (c *Context) Ioctl(hdrp unsafe.Pointer) (e unix.Errno) {
 	h := (*uapi.IBUverbsIoctlHdr)(hdrp)
 	n := int(h.NumAttrs)
 	if int(h.Length) != hdrSize+n*attrSize || int(h.Length) > uarPageSize {
@@ -90,6 +91,14 @@ func (c *Context) Ioctl(hdrp unsafe.Pointer) unix.Errno {
 	}
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
+	// Memory the command names may be gone: copy_from_user's EFAULT.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			c.d.fault(r)
+			e = unix.EFAULT
+		}
+	}()
 	if c.released {
 		return unix.EIO
 	}
@@ -97,7 +106,7 @@ func (c *Context) Ioctl(hdrp unsafe.Pointer) unix.Errno {
 		return unix.EINVAL
 	}
 	c.d.drainDoorbells()
-	e := m.handle(a)
+	e = m.handle(a)
 	c.d.kick()
 	return e
 }

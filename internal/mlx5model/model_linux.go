@@ -47,6 +47,7 @@ type Stats struct {
 	ErrorCQEs     uint64 // of them, error CQEs
 	Overruns      uint64 // CQ overruns (async CQ_ERR)
 	RNRWaits      uint64 // sends that found no receive and waited
+	Faults        uint64 // objects whose memory the application unmapped while they lived
 }
 
 // Device is one model adapter with one port. Every Context opened on it
@@ -71,6 +72,7 @@ type Device struct {
 	violations []string
 	stats      Stats
 	closed     bool
+	cur        any // the QP or CQ whose memory the HCA is touching, for faults
 
 	wake chan struct{} // a command asks the HCA to look now
 	stop chan struct{}
@@ -227,11 +229,8 @@ func (d *Device) step() (busy bool) {
 	defer d.mu.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
-			d.violate("the HCA faulted (memory the application unmapped under a live object?): %v\n%s", r, debug.Stack())
-			busy = false
-			for _, c := range d.ctxs {
-				c.faulted = true
-			}
+			d.fault(r)
+			busy = true
 		}
 	}()
 	now := time.Now()
@@ -274,6 +273,35 @@ func (d *Device) drainDoorbells() {
 			c.scanUARs()
 		}
 	}
+}
+
+// on makes x the object the HCA is touching, until the returned func
+// restores the previous one.
+func (d *Device) on(x any) func() {
+	prev := d.cur
+	d.cur = x
+	return func() { d.cur = prev }
+}
+
+// fault handles a fault in application memory. The kernel pins what it
+// is given, so a device never faults: it goes on reading and writing
+// pages nobody sees once the application unmapped them. The model cannot
+// pin, so it treats the object whose memory is gone as dead. A fault
+// with no object is the model's own bug.
+func (d *Device) fault(r any) {
+	d.stats.Faults++
+	switch x := d.cur.(type) {
+	case *qp:
+		x.dead = true
+	case *cq:
+		x.dead = true
+	default:
+		d.violate("the model faulted outside any object: %v\n%s", r, debug.Stack())
+		for _, c := range d.ctxs {
+			c.faulted = true
+		}
+	}
+	d.cur = nil
 }
 
 // sortedQPs lists the QPs in QPN order, for a deterministic pass.

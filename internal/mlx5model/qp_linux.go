@@ -77,6 +77,7 @@ type qp struct {
 	av                                uapi.IBUverbsQPDest
 
 	// HCA state.
+	dead       bool   // its memory was unmapped (see Device.fault)
 	sqCI, rqCI uint32 // send basic blocks and receive WQEs consumed, free-running
 	bellIdx    uint16 // the WQE the last doorbell named
 	bellValid  bool

@@ -256,7 +256,7 @@ func (d *Device) exec(q *qp, opcode uint8, w []byte, imm [4]byte, solicited bool
 	}
 	// The wire: a connected peer in RTR or RTS, at the PSN it expects.
 	peer := d.qps[q.destQPN]
-	if peer == nil || peer.typ != q.typ || (peer.state != qpsRTR && peer.state != qpsRTS) || peer.destQPN != q.qpn {
+	if peer == nil || peer.dead || peer.typ != q.typ || (peer.state != qpsRTR && peer.state != qpsRTS) || peer.destQPN != q.qpn {
 		if !rc {
 			return result{byteCnt: uint32(length)} // UC: the packets are lost, the sender never knows
 		}
@@ -372,6 +372,7 @@ func (d *Device) responderError(peer *qp, typ uint32) {
 
 // deliver hands a SEND to the peer's receive queue.
 func (d *Device) deliver(q, peer *qp, opcode uint8, src []span, length uint64, imm [4]byte, solicited bool) result {
+	defer d.on(peer)()
 	rc := q.typ == uapi.IB_UVERBS_QPT_RC
 	if peer.rqCnt == 0 {
 		return result{synd: uapi.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR}
@@ -465,7 +466,11 @@ func (d *Device) execUD(q *qp, opcode uint8, w []byte, imm [4]byte, solicited bo
 		qkey = q.qkey // a Q_Key with the high bit set means the QP's own
 	}
 	peer := d.qps[dqp&0xffffff]
-	if peer == nil || peer.typ != uapi.IB_UVERBS_QPT_UD || (peer.state != qpsRTR && peer.state != qpsRTS) ||
+	if peer == nil || peer.dead {
+		return ok
+	}
+	defer d.on(peer)()
+	if peer.typ != uapi.IB_UVERBS_QPT_UD || (peer.state != qpsRTR && peer.state != qpsRTS) ||
 		peer.qkey != qkey || !peer.recvPosted() {
 		return ok
 	}
