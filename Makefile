@@ -34,7 +34,7 @@ FUZZ_ALL    := \
 	./internal/netlink:FuzzParseAck ./internal/netlink:FuzzRDMAReplies ./internal/netlink:FuzzParseResources
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 
-.PHONY: all build test check fmt vet lint cross unit fuzz unit32 bigendian vm vmrace vmselftest vmtest demo bench fetch tools clean help generate
+.PHONY: all build test check fmt vet lint cross unit model fuzz unit32 bigendian vm vmrace vmselftest vmtest demo bench fetch tools clean help generate
 
 all: build
 
@@ -55,7 +55,7 @@ generate: tools
 tools:
 	@command -v $(GO) >/dev/null || { echo "make: Go is not installed (need Go >= 1.24 on PATH)"; exit 1; }
 
-test: check unit fuzz unit32 bigendian vmselftest vm vmrace
+test: check unit model fuzz unit32 bigendian vmselftest vm vmrace
 
 check: fmt vet lint cross
 
@@ -87,6 +87,18 @@ cross: tools
 
 unit: tools
 	$(GO) test -count=1 ./...
+
+# The mlx5 provider without a ConnectX: the device model's own tests, then
+# the conformance suite through the mlx5 provider on the model
+# (internal/mlx5model), once per model variant: default (dynamic UARs,
+# cqe_version 1), static (a kernel < 5.8: static UARs), cqe0.
+MODELVARIANTS ?= default static cqe0
+model: tools
+	$(GO) test -count=1 ./internal/mlx5model/...
+	@set -e; for v in $(MODELVARIANTS); do o=$$v; [ "$$o" = default ] && o=; \
+		echo "GOVERBS_TEST_DEVICE=mlx5model GOVERBS_MLX5MODEL=$$o go test -count=1 ./test/conformance/"; \
+		GOVERBS_TEST_DEVICE=mlx5model GOVERBS_MLX5MODEL=$$o $(GO) test -count=1 ./test/conformance/; \
+	done
 
 # Each fuzz target for FUZZTIME. A failing input is written to the package's
 # testdata/fuzz/<FuzzName>/: fix the bug and commit it as a regression seed.
