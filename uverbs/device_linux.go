@@ -43,6 +43,9 @@ func Devices() ([]Device, error) {
 			continue
 		}
 		d, err := readDevice(e.Name(), core)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // going away as we look (rdma link del): not listed
+		}
 		if err != nil {
 			return nil, &OpError{Op: "list devices", Err: err}
 		}
