@@ -364,6 +364,10 @@ func (d *Device) complete(q *cq, e *[cqeSize]byte, solicited, isErr bool) {
 	if isErr {
 		d.stats.ErrorCQEs++
 	}
+	// An arm rung before this CQE was written is in force for it, though
+	// the scan has not taken it yet: take it now (one rung just after
+	// fires early, which only gives an event for a CQE already polled).
+	q.ctx.scanArms(q.uar)
 	if q.arm == armNext || (q.arm == armSolicited && (solicited || isErr)) {
 		d.fire(q)
 	}

@@ -30,11 +30,20 @@ func (c *Context) scanUARs() bool {
 		}
 	}
 	for _, u := range c.uars {
-		for _, m := range u.maps {
-			if db, ok := takeDoorbell(unsafe.Add(unsafe.Pointer(unsafe.SliceData(m)), uarCQDoorbel)); ok {
-				c.armDoorbell(u, db)
-				busy = true
-			}
+		if c.scanArms(u) {
+			busy = true
+		}
+	}
+	return busy
+}
+
+// scanArms consumes the arm doorbell of UAR page u.
+func (c *Context) scanArms(u *uar) bool {
+	busy := false
+	for _, m := range u.maps {
+		if db, ok := takeDoorbell(unsafe.Add(unsafe.Pointer(unsafe.SliceData(m)), uarCQDoorbel)); ok {
+			c.armDoorbell(u, db)
+			busy = true
 		}
 	}
 	return busy

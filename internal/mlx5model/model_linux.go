@@ -517,11 +517,13 @@ func (p *eventPipe) sync() {
 		p.queue = p.queue[:0]
 		return
 	}
-	n, err := unix.IoctlGetInt(p.w, unix.TIOCINQ)
+	// FIONREAD writes a C int: IoctlGetInt would read 8 bytes, wrong on
+	// 64-bit big-endian machines.
+	n, err := unix.IoctlGetUint32(p.w, unix.TIOCINQ)
 	if err != nil {
 		return
 	}
-	left := (n + p.size - 1) / p.size
+	left := (int(n) + p.size - 1) / p.size
 	if left < len(p.queue) {
 		p.queue = append(p.queue[:0], p.queue[len(p.queue)-left:]...)
 	}
