@@ -141,7 +141,12 @@ vmselftest: tools
 vmtest: tools
 	$(GO) run ./test/vm -kernel $(KERNEL) -arch $(ARCH) $(if $(RUN),-run '$(RUN)') $(VMFLAGS) test
 
-# Go benchmarks on real rxe rings, in the VM on each kernel (test/bench).
+# goverbs against rdma-core, one VM per kernel: the Go benchmarks on real rxe
+# rings (test/bench) beside the same loops in C (test/bench/testdata/cbench.c,
+# built with the host's gcc), perftest beside goverbs perf, ibv_rc_pingpong
+# beside goverbs pingpong; then the mlx5 provider's benchmarks on the host.
+# Writes docs/PERFORMANCE.md's tables and docs/performance.svg (not with RUN).
+# VMFLAGS=-benchprofile=DIR copies CPU profiles out of the guest.
 bench: tools
 	$(GO) run ./test/vm -vms 6.1/amd64,6.12/amd64 $(if $(RUN),-run '$(RUN)') $(VMFLAGS) bench
 

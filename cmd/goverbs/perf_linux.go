@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -35,7 +36,9 @@ type perfConfig struct {
 	size   int
 	iters  int
 	depth  int
+	cqMod  int // bandwidth tests: one send in cqMod is signaled
 	server string
+	prof   string // CPU profile file, or ""
 }
 
 // perfPeer is what the two sides exchange over TCP, as one JSON line.
@@ -62,6 +65,8 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.size, "s", 2, "message `size` in bytes")
 	fs.IntVar(&c.iters, "n", 1000, "`iterations`")
 	fs.IntVar(&c.depth, "q", 128, "send queue `depth` for the bandwidth tests")
+	fs.IntVar(&c.cqMod, "Q", 100, "bandwidth tests: signal one send in `N` (and the last), as perftest's --cq-mod")
+	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs perf [flags]         run the server side")
 		fmt.Fprintln(fs.Output(), "       goverbs perf [flags] HOST    run the client side against HOST")
@@ -81,13 +86,24 @@ func perf(out io.Writer, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.port < 1 || c.port > 65535 {
+	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.cqMod < 1 || c.port < 1 || c.port > 65535 {
 		fs.Usage()
 		return 2
 	}
 	if c.test == "write_lat" {
 		// The receiver watches the last 4-byte word of its buffer.
 		c.size = max(4, (c.size+3)&^3)
+	}
+	if c.prof != "" {
+		f, err := os.Create(c.prof)
+		if err != nil {
+			return fail("perf: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail("perf: cpu profile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if err := runPerf(out, &c); err != nil {
 		return fail("perf %s: %v", c.test, err)
@@ -106,6 +122,9 @@ type perfSide struct {
 	qp   *uverbs.QP
 	wcs  []cq.WC
 	size int
+	// One work request of each kind, built once: posting allocates nothing.
+	sendWR []uverbs.SendWR
+	recvWR []uverbs.RecvWR
 }
 
 func (s *perfSide) close() {
@@ -150,6 +169,8 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	if s.mr, err = s.pd.RegMR(s.buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite); err != nil {
 		return err
 	}
+	s.recvWR = []uverbs.RecvWR{{SGL: []uverbs.SGE{s.mr.SGE(s.size, s.size)}}}
+	s.sendWR = []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
 	depth := max(c.depth, 2)
 	if s.scq, err = s.dev.NewCQ(2 * depth); err != nil {
 		return err
@@ -215,7 +236,7 @@ func runPerf(out io.Writer, c *perfConfig) error {
 			}
 			return perfSync(conn) // the client is done when it says so
 		}
-		d, peak, err := s.bw(c.test == "write_bw", c.iters, depth, peer)
+		d, peak, err := s.bw(c.test == "write_bw", c.iters, depth, c.cqMod, peer)
 		if err != nil {
 			return err
 		}
@@ -228,7 +249,7 @@ func runPerf(out io.Writer, c *perfConfig) error {
 }
 
 func (s *perfSide) postRecv() error {
-	_, err := s.qp.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{s.mr.SGE(s.size, s.size)}}})
+	_, err := s.qp.PostRecv(s.recvWR)
 	return err
 }
 
@@ -263,8 +284,8 @@ func (s *perfSide) pollOne(q *cq.CQ) error {
 }
 
 func (s *perfSide) send(flags uverbs.SendFlags) error {
-	_, err := s.qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: flags | uverbs.SendSignaled,
-		SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}})
+	s.sendWR[0].Flags = flags | uverbs.SendSignaled
+	_, err := s.qp.PostSend(s.sendWR)
 	return err
 }
 
@@ -307,10 +328,11 @@ func (s *perfSide) writeLat(client bool, n int, peer perfPeer) ([]time.Duration,
 	// Aligned: AllocBuffer is page-aligned and write_lat's size a multiple of 4.
 	word := (*uint32)(unsafe.Pointer(&mem[2*s.size-4]))
 	src := mem[:s.size]
+	wr := []uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}, RemoteAddr: peer.Addr, RKey: peer.RKey}}
 	write := func(i uint32) error {
 		binary32(src[s.size-4:], i)
-		_, err := s.qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}, RemoteAddr: peer.Addr, RKey: peer.RKey}})
+		_, err := s.qp.PostSend(wr)
 		if err != nil {
 			return err
 		}
@@ -364,9 +386,12 @@ func (s *perfSide) recvN(n, depth int) error {
 }
 
 // bw streams n sends or writes with up to depth in flight and returns the
-// time it took and the best rate over any 1/20 of the run.
-func (s *perfSide) bw(write bool, n, depth int, peer perfPeer) (time.Duration, float64, error) {
-	wr := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
+// time it took and the best rate over any 1/20 of the run. As perftest
+// does, it signals one request in cqMod (and the last), and each
+// completion accounts for the cqMod requests up to it.
+func (s *perfSide) bw(write bool, n, depth, cqMod int, peer perfPeer) (time.Duration, float64, error) {
+	cqMod = min(cqMod, depth) // else the window could close with nothing signaled
+	wr := []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
 	if write {
 		wr[0].Opcode, wr[0].RemoteAddr, wr[0].RKey = uverbs.WRRDMAWrite, peer.Addr, peer.RKey
 	}
@@ -376,6 +401,10 @@ func (s *perfSide) bw(write bool, n, depth int, peer perfPeer) (time.Duration, f
 	last, lastDone, peak := start, 0, 0.0
 	for done < n {
 		for posted < n && posted-done < depth {
+			wr[0].Flags = 0
+			if (posted+1)%cqMod == 0 || posted == n-1 {
+				wr[0].Flags = uverbs.SendSignaled
+			}
 			if _, err := s.qp.PostSend(wr); err != nil {
 				return 0, 0, err
 			}
@@ -389,8 +418,8 @@ func (s *perfSide) bw(write bool, n, depth int, peer perfPeer) (time.Duration, f
 			if w.Status != cq.Success {
 				return 0, 0, fmt.Errorf("completion failed: %v", w.Status)
 			}
+			done = min(done+cqMod, n)
 		}
-		done += k
 		if done-lastDone >= chunk {
 			now := time.Now()
 			if r := float64(done-lastDone) / now.Sub(last).Seconds(); r > peak {

@@ -1,38 +1,309 @@
 package main
 
 import (
+	"context"
+	"encoding/base64"
+	"flag"
 	"fmt"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/test/vm/internal/plan"
 )
 
-// benchRow matches a client's result row in the console:
-// "  bench send_lat go #1 client|  64  2000  11.83 …".
-var benchRow = regexp.MustCompile(`bench (\w+) (c|go) #\d client\|\s+(\d[\d.\s]*)$`)
+// make bench: in one VM per kernel, the Go benchmarks on real rxe rings
+// beside the same loops in C (test/bench/testdata/cbench.c), then
+// rdma-core's tools beside goverbs' with the same parameters: perftest's
+// ib_{send,write}_{lat,bw} against goverbs perf, ibv_rc_pingpong against
+// goverbs pingpong. Each pair runs in both orders (rdma-core, goverbs,
+// goverbs, rdma-core) to cancel drift. The host turns the console into
+// ratio tables in docs/PERFORMANCE.md and a chart, docs/performance.svg.
 
-// figure is one number of the comparison.
-type figure struct {
+// noCheckptr is set in bench mode: -d=checkptr instruments every unsafe
+// conversion, which the hot paths make, so benchmarks run without it.
+var noCheckptr bool
+
+var (
+	flagBenchRounds = flag.Int("benchrounds", 1, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
+	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
+)
+
+// benchPairs are the perftest measurements: perftest's tool and goverbs
+// perf with the same parameters.
+var benchPairs = []struct {
+	test, perftest string
+	size, iters    int
+}{
+	{"send_lat", "ib_send_lat", 64, 2000},
+	{"write_lat", "ib_write_lat", 64, 2000},
+	{"send_bw", "ib_send_bw", 4096, 5000},
+	{"write_bw", "ib_write_bw", 4096, 5000},
+}
+
+// pingpongIters is the length of each ibv_rc_pingpong run (its default
+// size, 4096 bytes, and receive depth, 500).
+const pingpongIters = 2000
+
+// benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
+const benchGuestCBench = "/bin/cbench"
+
+// buildCBench compiles test/bench/testdata/cbench.c on the host with gcc,
+// against the libibverbs-dev of the rdma-core that the guest runs (its
+// headers) and that guest's libibverbs.so.1. It returns "" and says why
+// when it cannot: then the Go benchmarks run without their C twins.
+func buildCBench(ctx context.Context, a *apt, root, dir, arch string, pkgDirs []string) string {
+	if arch != runtime.GOARCH {
+		logf("%s: no C benchmarks: cbench.c is compiled with the host's gcc, which targets %s", arch, runtime.GOARCH)
+		return ""
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		logf("installing gcc with apt-get (for test/bench/testdata/cbench.c)")
+		if err := asRootEnv(ctx, []string{"install", "-y", "-qq", "gcc", "libc6-dev"}); err != nil {
+			logf("%s: no C benchmarks: gcc: %v", arch, err)
+			return ""
+		}
+	}
+	info, err := a.show(ctx, "libibverbs-dev", debArch(arch))
+	if err == nil {
+		var deb string
+		if deb, err = a.download(ctx, info); err == nil {
+			var dev string
+			if dev, err = a.unpack(ctx, deb); err == nil {
+				out := filepath.Join(dir, "cbench")
+				args := []string{"-O2", "-Wall", "-o", out, filepath.Join(root, "test", "bench", "testdata", "cbench.c"),
+					"-I" + filepath.Join(dev, "usr", "include")}
+				lib := ""
+				for _, d := range pkgDirs {
+					for _, dir := range strings.Split(multiarchLibPath(arch), ":") {
+						l := filepath.Join(d, dir)
+						if _, err := os.Stat(l); err != nil {
+							continue
+						}
+						if _, err := os.Stat(filepath.Join(l, "libibverbs.so.1")); err == nil {
+							lib = filepath.Join(l, "libibverbs.so.1")
+						}
+						args = append(args, "-Wl,-rpath-link,"+l)
+					}
+				}
+				if lib == "" {
+					err = fmt.Errorf("libibverbs.so.1 is in none of the guest's packages")
+				} else if err = run(ctx, "", "gcc", append(args, lib)...); err == nil {
+					return out
+				}
+			}
+		}
+	}
+	logf("%s: no C benchmarks: %v", arch, err)
+	return ""
+}
+
+// benchSteps is the plan of a bench VM: the C benchmarks, the Go
+// benchmarks (tests), the C benchmarks again, then the tools' pairs.
+// Profiles (with -benchprofile) are written in the guest's /tmp and
+// printed on the console by "/init dump".
+func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
+	var steps []plan.Step
+	var profiles []string
+	prof := func(name string) string {
+		if *flagBenchProf == "" {
+			return ""
+		}
+		p := "/tmp/" + name + ".pprof"
+		profiles = append(profiles, p)
+		return p
+	}
+	c := func(i int) plan.Step {
+		return plan.Step{Name: fmt.Sprintf("cbench #%d (rdma-core)", i), Argv: []string{benchGuestCBench, "rxe0"},
+			LibPath: libPath, TimeoutSec: 300}
+	}
+	if cbench {
+		steps = append(steps, c(0))
+	}
+	for _, t := range tests {
+		if p := prof("gobench"); p != "" {
+			t.Argv = append(t.Argv, "-test.cpuprofile="+p)
+		}
+		steps = append(steps, t)
+	}
+	if cbench {
+		steps = append(steps, c(1))
+	}
+	port := 20000
+	pair := func(test string, c, g []string, client func(argv []string) []string) {
+		for r := 0; r < *flagBenchRounds; r++ {
+			for i, side := range []string{"c", "go", "go", "c"} {
+				port++
+				n := 4*r + i
+				argv, lib := slices.Clone(g), ""
+				if side == "c" {
+					argv, lib = slices.Clone(c), libPath
+				}
+				argv = append(argv, "-p", fmt.Sprint(port))
+				tag := fmt.Sprintf("bench %s %s #%d", test, side, n)
+				cli := client(slices.Clone(argv))
+				steps = append(steps,
+					plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
+					plan.Step{Name: tag + " client", Argv: cli, LibPath: lib,
+						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120})
+			}
+		}
+	}
+	toClient := func(argv []string) []string { return append(argv, "127.0.0.1") }
+	for _, bp := range benchPairs {
+		pair(bp.test,
+			[]string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)},
+			[]string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)},
+			toClient)
+	}
+	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(pingpongIters)}
+	pair("pingpong", append([]string{"/usr/bin/ibv_rc_pingpong"}, pp...), append([]string{"/bin/goverbs", "pingpong"}, pp...), toClient)
+	// Profiles need longer runs than the pairs (100 samples a second):
+	// one goverbs perf run per test, 25 times as long, outside the tables.
+	for _, bp := range benchPairs {
+		p := prof("perf-" + bp.test)
+		if p == "" {
+			break
+		}
+		port++
+		argv := []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size),
+			"-n", fmt.Sprint(25 * bp.iters), "-p", fmt.Sprint(port)}
+		cli := append([]string{argv[0], argv[1], "-cpuprofile", p}, argv[2:]...)
+		tag := "profile " + bp.test
+		steps = append(steps,
+			plan.Step{Name: tag + " server", Argv: argv, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 300},
+			plan.Step{Name: tag + " client", Argv: append(cli, "127.0.0.1"), DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 300})
+	}
+	if len(profiles) > 0 {
+		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 120})
+	}
+	return steps
+}
+
+// benchFigure is one figure a tool reports.
+type benchFigure struct {
 	name  string
-	col   int  // column in the row
+	col   int  // column in perftest's result row
 	lower bool // lower is better (latency), else higher (rates)
+	// target is the ratio goverbs / rdma-core must meet: at most it when
+	// lower is better, at least it otherwise; 0 for none.
+	target float64
 }
 
-var figures = map[string][]figure{
-	"lat": {{"t_typical [µs]", 4, true}, {"t_avg [µs]", 5, true}, {"99% [µs]", 7, true}},
-	"bw":  {{"BW average [MB/s]", 3, false}, {"MsgRate [Mpps]", 4, false}},
+var benchFigures = map[string][]benchFigure{
+	"lat": {{"t_typical [µs]", 4, true, 1}, {"t_avg [µs]", 5, true, 0}, {"99% [µs]", 7, true, 1}},
+	"bw":  {{"BW average [MB/s]", 3, false, 0}, {"MsgRate [Mpps]", 4, false, 1}},
+	// ibv_rc_pingpong's last two lines, as (value, unit) pairs.
+	"pingpong": {{"usec/iter", 0, true, 1}, {"Mbit/sec", 1, false, 1}},
 }
 
-// sideBySideTable averages each side's runs and prints goverbs/rdma-core
-// ratios, as Markdown.
-func sideBySideTable(console []string) string {
-	sums := map[string][]float64{} // test/side -> column sums
-	counts := map[string]int{}
+// microTargets are the ratios goverbs / rdma-core the Go benchmarks must
+// meet (at most), keyed by benchmark name.
+var microTargets = map[string]float64{
+	"PollEmpty":          0.8,
+	"PollDrain/batch=1":  0.9,
+	"PollDrain/batch=16": 0.9,
+	"PollDrain/batch=64": 0.9,
+}
+
+// microUnit is the unit each Go benchmark is compared in.
+var microUnit = map[string]string{
+	"PollEmpty":          "ns/op",
+	"PollDrain/batch=1":  "ns/CQE",
+	"PollDrain/batch=16": "ns/CQE",
+	"PollDrain/batch=64": "ns/CQE",
+	"ReqNotify":          "ns/op",
+	"EventRoundTrip":     "ns/op",
+	"PostSend":           "ns/WR",
+	"PostRecv":           "ns/op",
+}
+
+var microOrder = []string{"PollEmpty", "PollDrain/batch=1", "PollDrain/batch=16", "PollDrain/batch=64",
+	"ReqNotify", "EventRoundTrip", "PostSend", "PostRecv"}
+
+// microLabel says in words what each Go benchmark measures.
+var microLabel = map[string]string{
+	"PollEmpty":          "empty poll",
+	"PollDrain/batch=1":  "poll per CQE, batch 1",
+	"PollDrain/batch=16": "poll per CQE, batch 16",
+	"PollDrain/batch=64": "poll per CQE, batch 64",
+	"ReqNotify":          "ReqNotify (REQ_NOTIFY_CQ write command)",
+	"EventRoundTrip":     "event round trip: arm, post, wake, ack, poll",
+	"PostSend":           "PostSend per WR (batches of 32, one doorbell)",
+	"PostRecv":           "PostRecv per WR",
+}
+
+// benchResult is what one kernel's bench VM measured.
+type benchResult struct {
+	Kernel string // "Linux 6.1.0-56-amd64 (amd64)"
+	Short  string // "6.1"
+	// Micro: benchmark name -> C and Go values (one per run), Go allocs/op.
+	MicroC, MicroGo map[string][]float64
+	Allocs          map[string]float64
+	// Tools: "send_lat/t_typical [µs]" -> values per side.
+	ToolC, ToolGo map[string][]float64
+}
+
+var (
+	// A client's result row: "  bench send_lat go #1 client|  64  2000  11.83 …".
+	benchRow = regexp.MustCompile(`bench (\w+) (c|go) #\d+ client\|\s+(\d[\d.\s]*)$`)
+	// ibv_rc_pingpong's and goverbs pingpong's summary lines.
+	pingpongRow = regexp.MustCompile(`bench pingpong (c|go) #\d+ client\|\s*\d+ (?:iters|bytes) in [\d.]+ seconds = ([\d.]+) (usec/iter|Mbit/sec)$`)
+	// "BenchmarkPollDrain/batch=1-2   662   178241 ns/op   661.4 ns/CQE   0 B/op   0 allocs/op".
+	goBenchRow = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+	// "cbench PollEmpty 1000000 95.3 ns/op".
+	cBenchRow = regexp.MustCompile(`^cbench (\S+) \d+ (\S+) (\S+)$`)
+)
+
+// parseBench reads one bench VM's console.
+func parseBench(console []string) *benchResult {
+	r := &benchResult{MicroC: map[string][]float64{}, MicroGo: map[string][]float64{}, Allocs: map[string]float64{},
+		ToolC: map[string][]float64{}, ToolGo: map[string][]float64{}}
+	tool := func(side string) map[string][]float64 {
+		if side == "c" {
+			return r.ToolC
+		}
+		return r.ToolGo
+	}
 	for _, l := range console {
-		m := benchRow.FindStringSubmatch(strings.TrimRight(l, " \t"))
+		l = strings.TrimRight(l, " \t\r")
+		if m := goBenchRow.FindStringSubmatch(l); m != nil {
+			f := strings.Fields(m[2])
+			for i := 0; i+1 < len(f); i += 2 {
+				v, err := strconv.ParseFloat(f[i], 64)
+				if err != nil {
+					continue
+				}
+				switch unit := f[i+1]; {
+				case unit == "allocs/op":
+					r.Allocs[m[1]] = v
+				case unit == microUnit[m[1]]:
+					r.MicroGo[m[1]] = append(r.MicroGo[m[1]], v)
+				}
+			}
+			continue
+		}
+		if m := cBenchRow.FindStringSubmatch(l); m != nil {
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil && m[3] == microUnit[m[1]] {
+				r.MicroC[m[1]] = append(r.MicroC[m[1]], v)
+			}
+			continue
+		}
+		if m := pingpongRow.FindStringSubmatch(l); m != nil {
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil {
+				k := "pingpong/" + m[3]
+				tool(m[1])[k] = append(tool(m[1])[k], v)
+			}
+			continue
+		}
+		m := benchRow.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
@@ -44,41 +315,272 @@ func sideBySideTable(console []string) string {
 			}
 			cols = append(cols, v)
 		}
-		key := m[1] + "/" + m[2]
-		if s, ok := sums[key]; ok && len(s) == len(cols) {
-			for i := range cols {
-				s[i] += cols[i]
+		for _, f := range benchFigures[toolKind(m[1])] {
+			if f.col < len(cols) {
+				k := m[1] + "/" + f.name
+				tool(m[2])[k] = append(tool(m[2])[k], cols[f.col])
 			}
-		} else {
-			sums[key] = cols
 		}
-		counts[key]++
 	}
+	return r
+}
+
+func toolKind(test string) string {
+	switch {
+	case test == "pingpong":
+		return "pingpong"
+	case strings.HasSuffix(test, "_bw"):
+		return "bw"
+	}
+	return "lat"
+}
+
+// median of vs; NaN for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Sorted(slices.Values(vs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// num formats a figure with 3 significant digits, without exponents for
+// the sizes we meet.
+func num(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case v >= 1000:
+		return strconv.FormatFloat(math.Round(v), 'f', -1, 64)
+	case v == 0:
+		return "0"
+	}
+	digits := max(0, 2-int(math.Floor(math.Log10(math.Abs(v)))))
+	return strconv.FormatFloat(v, 'f', digits, 64)
+}
+
+// verdict says whether a ratio meets its target.
+func verdict(ratio, target float64, lower bool) string {
+	switch {
+	case target == 0 || math.IsNaN(ratio):
+		return ""
+	case lower && ratio <= target:
+		return fmt.Sprintf("≤ %.1f× met", target)
+	case lower:
+		return fmt.Sprintf("≤ %.1f× **missed**", target)
+	case ratio >= target:
+		return fmt.Sprintf("≥ %.1f× met", target)
+	}
+	return fmt.Sprintf("≥ %.1f× **missed**", target)
+}
+
+// microTable prints the Go benchmarks beside their C twins, as Markdown.
+func (r *benchResult) microTable() string {
 	var b strings.Builder
-	b.WriteString("| test | figure | rdma-core | goverbs | goverbs / rdma-core |\n|---|---|---|---|---|\n")
-	for _, bp := range benchPairs {
-		kind := "lat"
-		if strings.HasSuffix(bp.test, "_bw") {
-			kind = "bw"
+	b.WriteString("| benchmark | unit | rdma-core (C) | goverbs | goverbs / rdma-core | target | goverbs allocs/op |\n|---|---|---|---|---|---|---|\n")
+	for _, name := range microOrder {
+		c, g := median(r.MicroC[name]), median(r.MicroGo[name])
+		allocs := "–"
+		if a, ok := r.Allocs[name]; ok {
+			allocs = num(a)
 		}
-		c, g := sums[bp.test+"/c"], sums[bp.test+"/go"]
-		for _, f := range figures[kind] {
-			if f.col >= len(c) || f.col >= len(g) {
-				fmt.Fprintf(&b, "| %s %dB | %s | – | – | missing |\n", bp.test, bp.size, f.name)
-				continue
-			}
-			cv := c[f.col] / float64(counts[bp.test+"/c"])
-			gv := g[f.col] / float64(counts[bp.test+"/go"])
-			ratio := gv / cv
-			fmt.Fprintf(&b, "| %s %dB | %s | %.3g | %.3g | %.2f× |\n", bp.test, bp.size, f.name, cv, gv, ratio)
+		ratio := g / c
+		rs := "–"
+		if !math.IsNaN(ratio) {
+			rs = fmt.Sprintf("%.2f×", ratio)
 		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", microLabel[name], microUnit[name], num(c), num(g),
+			rs, verdict(ratio, microTargets[name], true), allocs)
 	}
 	return b.String()
 }
 
-// writePerformance puts the side-by-side tables into docs/PERFORMANCE.md,
-// between markers, keeping the rest of the file.
-func writePerformance(root string, tables map[string]string, order []string) error {
+// toolTable prints rdma-core's tools beside goverbs', as Markdown.
+func (r *benchResult) toolTable() string {
+	var b strings.Builder
+	b.WriteString("| test | figure | rdma-core | goverbs | goverbs / rdma-core | target |\n|---|---|---|---|---|---|\n")
+	for _, t := range r.toolRows() {
+		rs := "missing"
+		if !math.IsNaN(t.ratio) {
+			rs = fmt.Sprintf("%.2f×", t.ratio)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", t.test, t.fig.name, num(t.c), num(t.g), rs, verdict(t.ratio, t.fig.target, t.fig.lower))
+	}
+	return b.String()
+}
+
+// toolRow is one figure of one tool pair: the medians and their ratio.
+type toolRow struct {
+	test  string // "send_lat 64B"
+	key   string // "send_lat"
+	fig   benchFigure
+	c, g  float64
+	ratio float64
+}
+
+func (r *benchResult) toolRows() []toolRow {
+	var rows []toolRow
+	add := func(key, label string) {
+		for _, f := range benchFigures[toolKind(key)] {
+			k := key + "/" + f.name
+			c, g := median(r.ToolC[k]), median(r.ToolGo[k])
+			rows = append(rows, toolRow{test: label, key: key, fig: f, c: c, g: g, ratio: g / c})
+		}
+	}
+	for _, bp := range benchPairs {
+		add(bp.test, fmt.Sprintf("%s %dB", bp.test, bp.size))
+	}
+	add("pingpong", "rc_pingpong 4096B")
+	return rows
+}
+
+// benchFiles takes the files the guest printed with "/init dump" out of
+// its console.
+func benchFiles(console []string) map[string][]byte {
+	chunks := map[string]*strings.Builder{}
+	files := map[string][]byte{}
+	for _, l := range console {
+		rest, ok := strings.CutPrefix(l, plan.MarkFile)
+		if !ok {
+			continue
+		}
+		name, data, ok := strings.Cut(strings.TrimSpace(rest), " ")
+		if !ok || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
+			continue
+		}
+		if chunks[name] == nil {
+			chunks[name] = &strings.Builder{}
+		}
+		if data != "end" {
+			chunks[name].WriteString(data)
+			continue
+		}
+		if b, err := base64.StdEncoding.DecodeString(chunks[name].String()); err == nil {
+			files[name] = b
+		}
+		delete(chunks, name)
+	}
+	return files
+}
+
+// benchReport prints each kernel's tables, writes the profiles, and (for
+// a full run) writes docs/PERFORMANCE.md's tables and docs/performance.svg.
+func benchReport(ctx context.Context, root string, runs []benchRun) error {
+	var results []*benchResult
+	for _, run := range runs {
+		if run.res == nil {
+			continue
+		}
+		r := parseBench(run.res.Console)
+		r.Kernel = fmt.Sprintf("Linux %s (%s)", run.res.Release, run.res.Arch)
+		r.Short, _, _ = strings.Cut(run.name, "/")
+		results = append(results, r)
+		fmt.Printf("\nBenchmarks on %s (%s, TCG: compare only within one run):\n", run.name, run.res.Release)
+		for _, l := range run.res.Console {
+			if strings.HasPrefix(l, "Benchmark") || strings.HasPrefix(l, "cbench ") {
+				fmt.Println("  " + l)
+			}
+		}
+		fmt.Printf("\nHot paths on %s, goverbs against rdma-core:\n%s", run.name, r.microTable())
+		fmt.Printf("\nTools on %s, goverbs against rdma-core:\n%s", run.name, r.toolTable())
+		if *flagBenchProf != "" {
+			files := benchFiles(run.res.Console)
+			dir := filepath.Join(*flagBenchProf, strings.ReplaceAll(run.name, "/", "-"))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			for name, data := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+					return err
+				}
+			}
+			fmt.Printf("\n%d CPU profiles in %s (go tool pprof -top %s/<file>)\n", len(files), dir, dir)
+		}
+	}
+	if len(results) == 0 || *flagRun != "" {
+		return nil
+	}
+	if err := writePerformance(root, results, hostBench(ctx, root)); err != nil {
+		return err
+	}
+	svg := benchSVG(results, time.Now().UTC().Format("2006-01-02"))
+	if err := os.WriteFile(filepath.Join(root, "docs", "performance.svg"), []byte(svg), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("\nwrote docs/PERFORMANCE.md and docs/performance.svg")
+	return nil
+}
+
+// hostBench runs the mlx5 provider's benchmarks on the host, where the
+// test plays the device (provider/mlx5/bench_linux_test.go): natively,
+// not under TCG, so their figures compare with nothing above. It returns
+// the Markdown table, or a line saying why there is none.
+func hostBench(ctx context.Context, root string) string {
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run=^$", "-bench=Mlx5", "-benchmem", "-benchtime=200ms", "./provider/mlx5/")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("The mlx5 benchmarks failed: %v\n\n```\n%s\n```\n", err, strings.TrimSpace(string(out)))
+	}
+	fmt.Printf("\nmlx5 provider benchmarks on the host (the test plays the device):\n%s", out)
+	return mlx5Table(strings.Split(string(out), "\n"))
+}
+
+// mlx5Unit says what one op of each mlx5 benchmark is.
+var mlx5Unit = map[string]string{
+	"Mlx5PollEmpty": "ns per empty poll", "Mlx5ReqNotify": "ns per arm",
+	"Mlx5PollCQE/batch=1": "ns per CQE", "Mlx5PollCQE/batch=16": "ns per CQE", "Mlx5PollCQE/batch=64": "ns per CQE",
+	"Mlx5PostSend/batch=1": "ns per WQE", "Mlx5PostSend/batch=16": "ns per WQE", "Mlx5PostRecv": "ns per WQE",
+}
+
+// mlx5Table turns go test's output into Markdown.
+func mlx5Table(lines []string) string {
+	var b strings.Builder
+	cpu := ""
+	for _, l := range lines {
+		if c, ok := strings.CutPrefix(l, "cpu: "); ok {
+			cpu = c
+		}
+	}
+	fmt.Fprintf(&b, "On the host (%s, %s/%s), natively: no TCG, and no C to compare with (rdma-core's mlx5 needs a ConnectX).\n\n",
+		orNone(cpu), runtime.GOOS, runtime.GOARCH)
+	b.WriteString("| benchmark | figure | allocs/op |\n|---|---|---|\n")
+	for _, l := range lines {
+		m := goBenchRow.FindStringSubmatch(strings.TrimSpace(l))
+		if m == nil {
+			continue
+		}
+		f := strings.Fields(m[2])
+		var ns, allocs string
+		for i := 0; i+1 < len(f); i += 2 {
+			switch f[i+1] {
+			case "ns/op":
+				ns = f[i]
+			case "allocs/op":
+				allocs = f[i]
+			}
+		}
+		unit := mlx5Unit[m[1]]
+		if unit == "" {
+			unit = "ns/op"
+		}
+		fmt.Fprintf(&b, "| %s | %s %s | %s |\n", m[1], ns, unit, allocs)
+	}
+	return b.String()
+}
+
+// benchRun is one bench VM's outcome.
+type benchRun struct {
+	name string // "6.1/amd64"
+	res  *vmResult
+}
+
+// writePerformance puts the tables into docs/PERFORMANCE.md, between
+// markers, keeping the rest of the file.
+func writePerformance(root string, results []*benchResult, mlx5 string) error {
 	p := filepath.Join(root, "docs", "PERFORMANCE.md")
 	old, err := os.ReadFile(p)
 	if err != nil {
@@ -87,13 +589,18 @@ func writePerformance(root string, tables map[string]string, order []string) err
 	const begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## goverbs against rdma-core, side by side (`make bench`)\n\n", begin)
-	fmt.Fprintf(&b, "%s, QEMU TCG on this project's 2-core machine. Each pair ran with the same\n"+
-		"parameters in the order rdma-core, goverbs, goverbs, rdma-core, and each figure is the\n"+
-		"mean of its two runs. TCG timings are comparable only as ratios within one run.\n\n",
-		time.Now().UTC().Format("2006-01-02"))
-	for _, k := range order {
-		fmt.Fprintf(&b, "### %s\n\n%s\n", k, tables[k])
+	fmt.Fprintf(&b, "%s, QEMU TCG on this project's 2-core machine, one VM per kernel. "+
+		"**TCG timings are comparable only as ratios within one run**, never with real hardware "+
+		"or across runs. The C benchmarks ran before and after the Go ones; each tool pair ran in "+
+		"the order rdma-core, goverbs, goverbs, rdma-core (%d round(s)); each figure is the median "+
+		"of its runs. Targets: latency (median and p99) ≤ 1.0×, message rate ≥ 1.0×, poll per "+
+		"CQE ≤ 0.9×, empty poll ≤ 0.8×, no allocations.\n\n![goverbs against rdma-core](performance.svg)\n\n",
+		time.Now().UTC().Format("2006-01-02"), *flagBenchRounds)
+	for _, r := range results {
+		fmt.Fprintf(&b, "### %s\n\nHot paths: the Go benchmarks (test/bench) and the same loops in C through libibverbs (test/bench/testdata/cbench.c):\n\n%s\n", r.Kernel, r.microTable())
+		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, same parameters:\n\n%s\n", r.toolTable())
 	}
+	fmt.Fprintf(&b, "### mlx5 provider, the test playing the device (provider/mlx5/bench_linux_test.go)\n\n%s\n", mlx5)
 	b.WriteString(end)
 	s := string(old)
 	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {

@@ -83,7 +83,10 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 		if st, err := os.Stat(filepath.Join(f[1], "testdata")); err == nil && st.IsDir() {
 			b.Data = filepath.Join(f[1], "testdata")
 		}
-		args := []string{"test", "-c", "-o", b.Host, "-gcflags=all=-d=checkptr"}
+		args := []string{"test", "-c", "-o", b.Host}
+		if !noCheckptr {
+			args = append(args, "-gcflags=all=-d=checkptr")
+		}
 		if race {
 			args = append(args, "-race")
 		}

@@ -199,24 +199,3 @@ func TestMatrix(t *testing.T) {
 		t.Errorf("matrix from -kernel/-arch = %v, %v", targets, err)
 	}
 }
-
-func TestSideBySideTable(t *testing.T) {
-	console := []string{
-		"  bench send_lat c #0 client|  64      2000          11.95          287.07       14.25    \t       15.42       \t10.61  \t\t41.03   \t\t239.71 ",
-		"  bench send_lat go #1 client|  64       2000         11.83        3642.48      15.41            27.93        120.98         173.74                 1604.77",
-		"  bench send_lat go #2 client|  64       2000         13.86        2260.60      16.00            25.96        86.88          212.29                 1672.47",
-		"  bench send_lat c #3 client|  64      2000          12.23          996.36       14.18    \t       15.46       \t11.70  \t\t46.07   \t\t223.97 ",
-		"  bench send_bw c #0 client|  4096       5000             57.29              44.00  \t\t   0.011269",
-		"  bench send_bw go #1 client|  4096       5000           53.23              33.00                0.009746",
-	}
-	table := sideBySideTable(console)
-	for _, want := range []string{
-		"| send_lat 64B | t_typical [µs] | 14.2 | 15.7 | 1.10× |",
-		"| send_bw 4096B | BW average [MB/s] | 44 | 33 | 0.75× |",
-		"| write_lat 64B | t_typical [µs] | – | – | missing |",
-	} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
-}

@@ -295,28 +295,12 @@ func harness(ctx context.Context, mode string) error {
 		}
 	}
 	if mode == "bench" {
-		tables := map[string]string{}
-		var order []string
+		var runs []benchRun
 		for _, o := range outcomes {
-			if o.res == nil {
-				continue
-			}
-			fmt.Printf("\nBenchmarks on %s (%s, TCG: compare only within one run):\n", o.name, o.res.Release)
-			for _, l := range o.res.Console {
-				if strings.HasPrefix(l, "Benchmark") {
-					fmt.Println("  " + l)
-				}
-			}
-			key := fmt.Sprintf("Linux %s (%s)", o.res.Release, o.res.Arch)
-			tables[key] = sideBySideTable(o.res.Console)
-			order = append(order, key)
-			fmt.Printf("\ngoverbs against rdma-core on %s:\n%s", o.name, tables[key])
+			runs = append(runs, benchRun{o.name, o.res})
 		}
-		if len(order) > 0 && *flagRun == "" {
-			if err := writePerformance(root, tables, order); err != nil {
-				return err
-			}
-			fmt.Println("\nwrote docs/PERFORMANCE.md")
+		if err := benchReport(ctx, root, runs); err != nil {
+			return err
 		}
 	}
 	if mode == "test" {
@@ -336,6 +320,7 @@ type guest struct {
 	init    string
 	tests   []testBin
 	tool    string   // cmd/goverbs, for the demo
+	cbench  string   // test/bench/testdata/cbench.c, built for bench mode, or ""
 	pkgDirs []string // unpacked Debian packages
 	// hostLibs are host files (the dynamic loader, libc) that go into the
 	// guest at the same paths, after the packages': for -race binaries.
@@ -416,6 +401,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 			logf("%s: -race needs a C compiler for %s guests, and the host (%s) has none: these tests run without the race detector", arch, arch, runtime.GOARCH)
 			race = false
 		}
+		noCheckptr = mode == "bench"
 		tests, err := buildTests(ctx, root, arch, filepath.Join(dir, "tests"), pkgs, race)
 		if err != nil {
 			return nil, err
@@ -454,7 +440,8 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 			p.Steps = append(p.Steps, plan.Step{Name: t.Pkg, Argv: argv, Dir: t.GuestDir(), TimeoutSec: limit})
 		}
 		if mode == "bench" {
-			p.Steps = append(p.Steps, sideBySide(libPath)...)
+			g.cbench = buildCBench(ctx, a, root, dir, arch, g.pkgDirs)
+			p.Steps = benchSteps(p.Steps, g.cbench != "", libPath)
 		}
 	}
 	g.plan = p
@@ -496,47 +483,6 @@ func demoPingpong(libPath string) []plan.Step {
 					Background: true, Prefix: fmt.Sprintf("  %s %s server| ", mode, name(srv)), TimeoutSec: 120},
 				plan.Step{Name: fmt.Sprintf("pingpong %s: %s client", mode, name(cli)), Argv: cli, LibPath: lib(cli),
 					DelayMs: 1000, Prefix: fmt.Sprintf("  %s %s client| ", mode, name(cli)), TimeoutSec: 120})
-		}
-	}
-	return steps
-}
-
-// benchPairs are the side-by-side measurements of make bench: perftest's
-// tool and goverbs perf with the same parameters.
-var benchPairs = []struct {
-	test, perftest string
-	size, iters    int
-}{
-	{"send_lat", "ib_send_lat", 64, 2000},
-	{"write_lat", "ib_write_lat", 64, 2000},
-	{"send_bw", "ib_send_bw", 4096, 5000},
-	{"write_bw", "ib_write_bw", 4096, 5000},
-}
-
-// sideBySide runs each pair in both orders (C, goverbs, goverbs, C) to
-// cancel drift; each run is a background server and a client.
-func sideBySide(libPath string) []plan.Step {
-	var steps []plan.Step
-	port := 20000
-	for _, bp := range benchPairs {
-		c := func() []string {
-			return []string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
-		}
-		g := func() []string {
-			return []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
-		}
-		for i, side := range []string{"c", "go", "go", "c"} {
-			port++
-			argv, lib := g(), ""
-			if side == "c" {
-				argv, lib = c(), libPath
-			}
-			argv = append(argv, "-p", fmt.Sprint(port))
-			tag := fmt.Sprintf("bench %s %s #%d", bp.test, side, i)
-			steps = append(steps,
-				plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
-				plan.Step{Name: tag + " client", Argv: append(append([]string{}, argv...), "127.0.0.1"), LibPath: lib,
-					DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120})
 		}
 	}
 	return steps
@@ -650,6 +596,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 	}
 	if g.tool != "" {
 		c.HostFile("/bin/goverbs", g.tool, 0o755)
+	}
+	if g.cbench != "" {
+		c.HostFile(benchGuestCBench, g.cbench, 0o755)
 	}
 	for _, t := range g.tests {
 		c.HostFile(t.GuestPath(), t.Host, 0o755)

@@ -83,7 +83,9 @@ func boot(ctx context.Context, arch, kernel, initrd string, limit time.Duration,
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
-		fmt.Fprintf(log, "%s%s\n", prefix, line)
+		if !strings.HasPrefix(line, plan.MarkFile) { // files out of the guest: kept, not shown
+			fmt.Fprintf(log, "%s%s\n", prefix, line)
+		}
 		res.Console = append(res.Console, line)
 		if strings.TrimSpace(line) != "" {
 			last = line

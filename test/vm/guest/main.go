@@ -13,6 +13,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,10 @@ func main() {
 			for {
 				time.Sleep(time.Hour)
 			}
+		}
+		// Run as a step: print files for the host to take out (profiles).
+		if len(os.Args) > 1 && os.Args[1] == "dump" {
+			os.Exit(dump(os.Args[2:]))
 		}
 		fmt.Fprintln(os.Stderr, "guest: this is the VM harness's /init; it runs as PID 1 only")
 		os.Exit(2)
@@ -301,4 +307,27 @@ func dumpKernelLog(n int) {
 	for _, l := range lines {
 		fmt.Println("  dmesg:", l)
 	}
+}
+
+// dump prints each file on the console as plan.MarkFile lines: the VM
+// has no other way out. A missing file is reported and skipped.
+func dump(paths []string) int {
+	rc := 0
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			fmt.Println("init: dump:", err)
+			rc = 1
+			continue
+		}
+		name := filepath.Base(p)
+		enc := base64.StdEncoding.EncodeToString(data)
+		for len(enc) > 0 {
+			n := min(len(enc), 96)
+			fmt.Printf("%s%s %s\n", plan.MarkFile, name, enc[:n])
+			enc = enc[n:]
+		}
+		fmt.Printf("%s%s end\n", plan.MarkFile, name)
+	}
+	return rc
 }

@@ -12,6 +12,10 @@ const (
 	MarkInit = "GOVERBS-VM: init started" // /init runs: the boot worked
 	MarkStep = "GOVERBS-VM: step "        // + "<name> rc=<n> took=<dur>"
 	MarkExit = "GOVERBS-VM: exit status " // + "<n>"; the last line of a run
+	// MarkFile carries a file out of the guest (a profile): lines of
+	// "<name> <base64 chunk>", then "<name> end". "/init dump PATH..."
+	// prints them; the host leaves them off its copy of the console.
+	MarkFile = "GOVERBS-VM: file "
 )
 
 // EnvInVM is the variable /init sets for every step, with value "1", so

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/xml"
+	"io"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/test/vm/internal/plan"
+)
+
+// A bench VM's console, cut down: the Go benchmarks, their C twins, and
+// one run of each tool pair's sides.
+var benchConsole = []string{
+	"BenchmarkPollEmpty-2        	  897423	       131.4 ns/op	       0 B/op	       0 allocs/op",
+	"BenchmarkPollDrain/batch=1-2         	     662	    178241 ns/op	       661.4 ns/CQE	       0 B/op	       0 allocs/op",
+	"BenchmarkPostSend-2                  	     129	    801140 ns/op	     24936 ns/WR	      26 B/op	       0 allocs/op",
+	"cbench PollEmpty 1000000 100 ns/op",
+	"cbench PollEmpty 1000000 120 ns/op",
+	"cbench PollDrain/batch=1 300 600 ns/CQE",
+	"cbench PostSend 500 2.5e+04 ns/WR",
+	"  bench send_lat c #0 client|  64      2000          11.95          287.07       14.25    \t       15.42       \t10.61  \t\t41.03   \t\t239.71 ",
+	"  bench send_lat go #1 client|  64       2000         11.83        3642.48      15.41            27.93        120.98         173.74                 1604.77",
+	"  bench send_lat go #2 client|  64       2000         13.86        2260.60      16.00            25.96        86.88          212.29                 1672.47",
+	"  bench send_lat c #3 client|  64      2000          12.23          996.36       14.18    \t       15.46       \t11.70  \t\t46.07   \t\t223.97 ",
+	"  bench send_bw c #0 client|  4096       5000             57.29              44.00  \t\t   0.011269",
+	"  bench send_bw go #1 client|  4096       5000           53.23              33.00                0.009746",
+	"  bench pingpong c #0 client| 8192000 bytes in 0.10 seconds = 655.36 Mbit/sec",
+	"  bench pingpong c #0 client| 2000 iters in 0.10 seconds = 50.00 usec/iter",
+	"  bench pingpong go #1 client| 8192000 bytes in 0.08 seconds = 819.20 Mbit/sec",
+	"  bench pingpong go #1 client| 2000 iters in 0.08 seconds = 40.00 usec/iter",
+}
+
+func TestParseBench(t *testing.T) {
+	r := parseBench(benchConsole)
+	want := &benchResult{
+		MicroC:  map[string][]float64{"PollEmpty": {100, 120}, "PollDrain/batch=1": {600}, "PostSend": {25000}},
+		MicroGo: map[string][]float64{"PollEmpty": {131.4}, "PollDrain/batch=1": {661.4}, "PostSend": {24936}},
+		Allocs:  map[string]float64{"PollEmpty": 0, "PollDrain/batch=1": 0, "PostSend": 0},
+		ToolC: map[string][]float64{
+			"send_lat/t_typical [µs]": {14.25, 14.18}, "send_lat/t_avg [µs]": {15.42, 15.46}, "send_lat/99% [µs]": {41.03, 46.07},
+			"send_bw/BW average [MB/s]": {44}, "send_bw/MsgRate [Mpps]": {0.011269},
+			"pingpong/usec/iter": {50}, "pingpong/Mbit/sec": {655.36},
+		},
+		ToolGo: map[string][]float64{
+			"send_lat/t_typical [µs]": {15.41, 16}, "send_lat/t_avg [µs]": {27.93, 25.96}, "send_lat/99% [µs]": {173.74, 212.29},
+			"send_bw/BW average [MB/s]": {33}, "send_bw/MsgRate [Mpps]": {0.009746},
+			"pingpong/usec/iter": {40}, "pingpong/Mbit/sec": {819.2},
+		},
+	}
+	if diff := cmp.Diff(want, r, cmp.AllowUnexported(benchResult{})); diff != "" {
+		t.Errorf("parseBench (-want +got):\n%s", diff)
+	}
+}
+
+func TestBenchTables(t *testing.T) {
+	r := parseBench(benchConsole)
+	micro, tools := r.microTable(), r.toolTable()
+	for _, want := range []string{
+		"| empty poll | ns/op | 110 | 131 | 1.19× | ≤ 0.8× **missed** | 0 |",
+		"| poll per CQE, batch 1 | ns/CQE | 600 | 661 | 1.10× | ≤ 0.9× **missed** | 0 |",
+		"| PostSend per WR (batches of 32, one doorbell) | ns/WR | 25000 | 24936 | 1.00× |  | 0 |",
+		"| ReqNotify (REQ_NOTIFY_CQ write command) | ns/op | – | – | – |  | – |",
+	} {
+		if !strings.Contains(micro, want) {
+			t.Errorf("hot-path table lacks %q:\n%s", want, micro)
+		}
+	}
+	for _, want := range []string{
+		"| send_lat 64B | t_typical [µs] | 14.2 | 15.7 | 1.10× | ≤ 1.0× **missed** |",
+		"| send_bw 4096B | BW average [MB/s] | 44.0 | 33.0 | 0.75× |  |",
+		"| rc_pingpong 4096B | usec/iter | 50.0 | 40.0 | 0.80× | ≤ 1.0× met |",
+		"| rc_pingpong 4096B | Mbit/sec | 655 | 819 | 1.25× | ≥ 1.0× met |",
+		"| write_lat 64B | t_typical [µs] | – | – | missing |  |",
+	} {
+		if !strings.Contains(tools, want) {
+			t.Errorf("tool table lacks %q:\n%s", want, tools)
+		}
+	}
+}
+
+func TestMedianNum(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median(3,1,2) = %v", got)
+	}
+	if got := median([]float64{4, 1}); got != 2.5 {
+		t.Errorf("median(4,1) = %v", got)
+	}
+	if !math.IsNaN(median(nil)) {
+		t.Error("median(nil) is not NaN")
+	}
+	for v, want := range map[float64]string{0.011269: "0.0113", 14.215: "14.2", 131.4: "131", 24936: "24936", 0: "0", math.NaN(): "–"} {
+		if got := num(v); got != want {
+			t.Errorf("num(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// Files come out of the guest as base64 lines; the host's console copy
+// keeps them, the log does not show them.
+func TestBenchFiles(t *testing.T) {
+	data := []byte(strings.Repeat("pprof\x00\x01", 40))
+	enc := base64.StdEncoding.EncodeToString(data)
+	console := []string{"noise", plan.MarkFile + "a.pprof " + enc[:100], "more noise", plan.MarkFile + "a.pprof " + enc[100:],
+		plan.MarkFile + "a.pprof end", plan.MarkFile + "../evil x", plan.MarkFile + "../evil end", plan.MarkFile + "cut.pprof QUJD"}
+	got := benchFiles(console)
+	if diff := cmp.Diff(map[string][]byte{"a.pprof": data}, got); diff != "" {
+		t.Errorf("benchFiles (-want +got):\n%s", diff)
+	}
+}
+
+// The chart is well-formed XML with a row per kernel, whatever is missing.
+func TestBenchSVG(t *testing.T) {
+	full := parseBench(benchConsole)
+	full.Kernel = "Linux 6.1.0-56-amd64 (amd64)"
+	empty := parseBench(nil)
+	empty.Kernel = "Linux 6.12.117+deb12-amd64 (amd64)"
+	svg := benchSVG([]*benchResult{full, empty}, "2026-11-21")
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v\n%s", err, svg)
+		}
+	}
+	for _, want := range []string{full.Kernel, empty.Kernel, "send_lat", "rc_pingpong", "empty poll", "1.19×", "no C figure"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	if strings.Contains(svg, "NaN") || strings.Contains(svg, "Inf") {
+		t.Errorf("chart has NaN or Inf:\n%s", svg)
+	}
+}
+
+func TestMlx5Table(t *testing.T) {
+	out := []string{
+		"goos: linux", "cpu: AMD EPYC",
+		"BenchmarkMlx5PollEmpty-2   \t61395108\t         3.656 ns/op\t       0 B/op\t       0 allocs/op",
+		"BenchmarkMlx5PollCQE/batch=16-2        \t 9611012\t        22.63 ns/op\t       0 B/op\t       0 allocs/op",
+		"PASS",
+	}
+	got := mlx5Table(out)
+	for _, want := range []string{"AMD EPYC", "| Mlx5PollEmpty | 3.656 ns per empty poll | 0 |", "| Mlx5PollCQE/batch=16 | 22.63 ns per CQE | 0 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
