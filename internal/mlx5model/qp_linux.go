@@ -78,6 +78,7 @@ type qp struct {
 
 	// HCA state.
 	dead       bool   // its memory was unmapped (see Device.fault)
+	everUp     bool   // it left RESET once
 	sqCI, rqCI uint32 // send basic blocks and receive WQEs consumed, free-running
 	bellIdx    uint16 // the WQE the last doorbell named
 	bellValid  bool
@@ -467,6 +468,7 @@ func (c *Context) modifyQP(m *uapi.IBUverbsModifyQP) unix.Errno {
 	}
 	switch {
 	case next == qpsReset:
+		q.everUp = q.everUp || cur != qpsReset
 		// The device forgets the queues: consumer indices restart at 0,
 		// as the provider's producers do.
 		q.state = qpsReset
@@ -476,6 +478,14 @@ func (c *Context) modifyQP(m *uapi.IBUverbsModifyQP) unix.Errno {
 	case next == qpsErr:
 		c.d.qpError(q)
 	default:
+		if cur == qpsReset && next == qpsInit {
+			// The device starts the queues at 0 again: a provider that
+			// keeps its own counters would post where the device does not
+			// look (rdma-core zeroes them and the record at RESET).
+			if rx, tx := load32BE(q.db), load32BE(unsafe.Add(q.db, 4)); (rx != 0 || tx != 0) && q.everUp {
+				c.d.violate("QP %#x: RESET to INIT with doorbell record %d/%d: the provider did not restart its queues at RESET", q.qpn, rx, tx)
+			}
+		}
 		q.state = next
 		if next == qpsRTS {
 			q.sweep = q.bellValid // doorbells rung before RTS run now
