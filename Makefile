@@ -91,8 +91,9 @@ unit: tools
 # The mlx5 provider without a ConnectX: the device model's own tests, then
 # the conformance suite through the mlx5 provider on the model
 # (internal/mlx5model), once per model variant: default (dynamic UARs,
-# cqe_version 1), static (a kernel < 5.8: static UARs), cqe0.
-MODELVARIANTS ?= default static cqe0
+# cqe_version 1), static (a kernel < 5.8: static UARs), refusedyn (one that
+# refuses dynamic UARs with EINVAL), cqe0.
+MODELVARIANTS ?= default static refusedyn cqe0
 model: tools
 	$(GO) test -count=1 ./internal/mlx5model/...
 	@set -e; for v in $(MODELVARIANTS); do o=$$v; [ "$$o" = default ] && o=; \
