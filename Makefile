@@ -100,6 +100,8 @@ model: tools
 		echo "GOVERBS_TEST_DEVICE=mlx5model GOVERBS_MLX5MODEL=$$o go test -count=1 ./test/conformance/"; \
 		GOVERBS_TEST_DEVICE=mlx5model GOVERBS_MLX5MODEL=$$o $(GO) test -count=1 ./test/conformance/; \
 	done
+	@echo "CGO_ENABLED=1 GOVERBS_TEST_DEVICE=mlx5model go test -race ./test/conformance/ ./internal/mlx5model/ ./provider/mlx5/  (race detector: tests only)"
+	@CGO_ENABLED=1 GOVERBS_TEST_DEVICE=mlx5model $(GO) test -race -count=1 ./test/conformance/ ./internal/mlx5model/ ./provider/mlx5/
 
 # Each fuzz target for FUZZTIME. A failing input is written to the package's
 # testdata/fuzz/<FuzzName>/: fix the bug and commit it as a regression seed.

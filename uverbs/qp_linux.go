@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/cqhook"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
@@ -234,7 +235,32 @@ func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if err := kverbs.ModifyQP(ctx.conn, &m); err != nil {
 		return ctx.opErr(op, fmt.Errorf("to %v (mask %#x): %w", attr.State, uint32(mask), err))
 	}
+	if mask&QPAttrState != 0 && attr.State == QPReset {
+		q.reset()
+	}
 	return nil
+}
+
+// reset lets the provider follow the QP to RESET: its stale completions
+// leave its CQs, and its queues start over.
+func (q *QP) reset() {
+	r, ok := q.p.(provider.Resetter)
+	if !ok {
+		return
+	}
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.recvMu.Lock()
+	defer q.recvMu.Unlock()
+	for i, c := range []*cq.CQ{q.sendCQ, q.recvCQ} {
+		if c == nil || (i == 1 && c == q.sendCQ) {
+			continue
+		}
+		if b, ok := backendOf(c); ok {
+			cqhook.Exclusive(c, func() { r.CleanCQ(b.CQ) })
+		}
+	}
+	r.Reset()
 }
 
 func qpDest(a *AHAttr) uapi.IBUverbsQPDest {

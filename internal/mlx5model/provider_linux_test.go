@@ -111,8 +111,6 @@ func TestProviderInlineScatter(t *testing.T) {
 // A QP taken back to RESET and connected again posts from its first
 // WQE: the device forgets the queues at RESET, so the provider must too.
 func TestProviderQPReuseAfterReset(t *testing.T) {
-	t.Skip("provider bug, reported: provider/mlx5 keeps its send/receive counters and doorbell record across " +
-		"RESET (it has no modify hook), so after RESET -> RTS the device runs stale WQEs from block 0; remove this skip with the fix")
 	f := psetup(t)
 	a, b := f.pair(t)
 	for round := 0; round < 2; round++ {

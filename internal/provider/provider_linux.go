@@ -75,3 +75,15 @@ type AH interface {
 	Handle() uint32
 	Destroy() error
 }
+
+// Resetter is implemented by a QP whose user-space queue state must follow
+// the QP to RESET (mlx5: the device starts its queues over at block 0). After
+// the kernel moved the QP to RESET, with the QP's posts held off, uverbs
+// calls CleanCQ for each of the QP's CQs (exclusive of that CQ's Poll) and
+// then Reset.
+type Resetter interface {
+	// CleanCQ removes the QP's completions from the CQ's ring.
+	CleanCQ(c CQ)
+	// Reset empties the QP's queues and doorbell record.
+	Reset()
+}

@@ -277,6 +277,42 @@ func (q *CQ) held() int {
 	return n
 }
 
+// clean removes the completions of the QP named key (user index or QPN)
+// from the ring: walking back from the newest, every other CQE moves up
+// by the number removed so far, keeping the owner bit of its new slot;
+// then the consumer index passes the freed slots.
+func (q *CQ) clean(key uint32) {
+	prod := q.ci + uint32(q.held())
+	freed := uint32(0)
+	for i := prod; i != q.ci; {
+		i--
+		c := q.cqe(i)
+		k := c.qpn()
+		if q.ctx.cqeVersion == 1 {
+			k = c.uidx()
+		}
+		switch {
+		case k == key && c.opcode() != cqeResizeCQ:
+			freed++
+		case freed > 0:
+			dst, src := q.slot(i+freed), q.slot(i)
+			own := dst[len(dst)-1] & cqeOwnerMask
+			copy(dst, src)
+			dst[len(dst)-1] = dst[len(dst)-1]&^cqeOwnerMask | own
+		}
+	}
+	if freed > 0 {
+		q.ci += freed
+		q.setCI()
+	}
+}
+
+// slot returns the whole slot (64 or 128 bytes) of index i.
+func (q *CQ) slot(i uint32) []byte {
+	off := uintptr(i&(q.ncqe-1)) * uintptr(q.cqeSize)
+	return q.buf[off : off+uintptr(q.cqeSize)]
+}
+
 // Destroy destroys the CQ in the kernel, then frees its ring.
 func (q *CQ) Destroy() (kverbs.Events, error) {
 	ev, err := kverbs.DestroyCQ(q.ctx.conn, q.handle)

@@ -37,11 +37,16 @@ type sendQueue struct {
 	tail    atomic.Uint32
 	wrid    []uint64 // by first basic block
 	wqeHead []uint32 // head when the WQE at that block was posted
+	// pub publishes wrid and wqeHead to Poll: stored after a batch is
+	// written, loaded before they are read. The device's memory orders
+	// them already; this makes the order visible to Go's race detector.
+	pub atomic.Uint32
 }
 
 // complete returns the wr_id of the WQE at wqe_counter ctr and frees the
 // queue up to it.
 func (s *sendQueue) complete(ctr uint16) uint64 {
+	s.pub.Load()
 	idx := uint32(ctr) & (s.wqeCnt - 1)
 	s.tail.Store(s.wqeHead[idx] + 1)
 	return s.wrid[idx]
@@ -57,6 +62,7 @@ type recvQueue struct {
 	head   uint32
 	tail   atomic.Uint32
 	wrid   []uint64
+	pub    atomic.Uint32 // as sendQueue.pub
 }
 
 // completeRecv returns the wr_id of the receive WQE at ctr.
@@ -64,6 +70,7 @@ func (r *recvQueue) completeRecv(ctr uint16) uint64 {
 	if r.wqeCnt == 0 {
 		return 0
 	}
+	r.pub.Load()
 	r.tail.Add(1)
 	return r.wrid[uint32(ctr)&(r.wqeCnt-1)]
 }
@@ -269,6 +276,7 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 // ringSend publishes the posted WQEs: the doorbell record, after the WQEs
 // are in memory, then the 8-byte doorbell with the last WQE's first bytes.
 func (q *QP) ringSend() {
+	q.sq.pub.Store(q.sq.head)
 	dmaFence()
 	storeBE32(unsafe.Add(q.db, dbrecSend), q.sq.curPost&0xffff)
 	wcFence()
@@ -443,10 +451,35 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		rq.head++
 	}
 	if n > 0 {
+		rq.pub.Store(rq.head)
 		dmaFence()
 		storeBE32(unsafe.Add(q.db, dbrecRecv), rq.head&0xffff)
 	}
 	return n, err
+}
+
+// CleanCQ takes the QP's completions out of a CQ's ring (the QP was
+// reset): the others move up over them, in order, and the consumer index
+// passes the freed slots. It runs exclusive of the CQ's Poll.
+func (q *QP) CleanCQ(pc provider.CQ) {
+	c, ok := pc.(*CQ)
+	if !ok || c.buf == nil {
+		return
+	}
+	c.clean(q.key)
+}
+
+// Reset starts the QP's queues over, as the device does at RESET.
+func (q *QP) Reset() {
+	if q.buf == nil {
+		return
+	}
+	q.sq.curPost, q.sq.head = 0, 0
+	q.sq.tail.Store(0)
+	q.rq.head = 0
+	q.rq.tail.Store(0)
+	storeBE32(unsafe.Add(q.db, dbrecRecv), 0)
+	storeBE32(unsafe.Add(q.db, dbrecSend), 0)
 }
 
 // Destroy destroys the QP in the kernel, then frees its queues.

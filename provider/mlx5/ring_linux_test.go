@@ -442,3 +442,40 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanCQ: a reset QP's completions leave the ring; the others stay,
+// in order, and poll as before.
+func TestCleanCQ(t *testing.T) {
+	c, _ := testCtx(t)
+	a := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	b := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	b.key = 8
+	c.setQP(testUIDX, a)
+	c.setQP(8, b)
+	for i := range a.sq.wrid {
+		a.sq.wrid[i], b.sq.wrid[i] = 100+uint64(i), 200+uint64(i)
+		a.sq.wqeHead[i], b.sq.wqeHead[i] = uint32(i), uint32(i)
+	}
+	for _, size := range []uint32{64, 128} {
+		q := testCQ(t, c, 8, size)
+		// Start mid-ring so the survivors cross the wrap.
+		q.ci = 13
+		keys := []uint32{testUIDX, 8, testUIDX, testUIDX, 8, 8, testUIDX}
+		for k, key := range keys {
+			writeCQE(q.buf, 8, size, q.ci+uint32(k), cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, uidx: key, counter: uint16(k)})
+		}
+		a.CleanCQ(q)
+		if q.ci != 13+4 {
+			t.Errorf("%d-byte CQEs: consumer index %d after freeing 4, want 17", size, q.ci)
+		}
+		wcs := make([]cq.WC, 8)
+		n := q.Poll(wcs)
+		var got []uint64
+		for _, w := range wcs[:n] {
+			got = append(got, w.WRID)
+		}
+		if d := cmp.Diff([]uint64{201, 204, 205}, got); d != "" {
+			t.Errorf("%d-byte CQEs: after clean (-want +got):\n%s", size, d)
+		}
+	}
+}
