@@ -626,7 +626,7 @@ func TestCompletionFlags(t *testing.T) {
 	u1, u2 := f.newQP(t, uverbs.UD, ucq, ucq), f.newQP(t, uverbs.UD, ucq, ucq)
 	rdmatest.ReadyUD(t, u1, 0x1234)
 	rdmatest.ReadyUD(t, u2, 0x1234)
-	ah, err := f.pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: rdmatest.GID(t, 1), SGIDIndex: 1, HopLimit: 64}})
+	ah, err := f.pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: rdmatest.GID(t, rdmatest.GIDIndex()), SGIDIndex: uint8(rdmatest.GIDIndex()), HopLimit: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package rdmatest
 import (
 	"encoding/binary"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,19 @@ const EnvModelOptions = "GOVERBS_MLX5MODEL"
 
 // ModelDevice is the value of EnvDevice that selects the mlx5 model.
 const ModelDevice = "mlx5model"
+
+// EnvGIDIndex picks the GID index loopback connections use (default 1,
+// rxe's and the model's RoCE v2 IPv4 GID); on hardware, the index of a
+// RoCE v2 GID of an address the port has (see show_gids).
+const EnvGIDIndex = "GOVERBS_TEST_GID_INDEX"
+
+// GIDIndex returns the GID index the tests connect over.
+func GIDIndex() int {
+	if v, err := strconv.Atoi(os.Getenv(EnvGIDIndex)); err == nil && v >= 0 && v < 256 {
+		return v
+	}
+	return 1
+}
 
 // OnModel reports whether the tests run on the mlx5 device model.
 func OnModel() bool { return os.Getenv(EnvDevice) == ModelDevice }

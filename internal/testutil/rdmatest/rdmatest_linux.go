@@ -69,13 +69,14 @@ const AllAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.Acc
 // over GID index 1 (RoCE v2).
 func ConnectRC(tb testing.TB, a, b *uverbs.QP) {
 	tb.Helper()
-	gid := GID(tb, 1)
+	gi := GIDIndex()
+	gid := GID(tb, gi)
 	for _, p := range []struct{ qp, peer *uverbs.QP }{{a, b}, {b, a}} {
 		Modify(tb, p.qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: AllAccess},
 			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
 		Modify(tb, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: p.peer.QPN(),
 			RQPSN: 100, MaxDestRdAtomic: 4, MinRNRTimer: 1,
-			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
+			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: uint8(gi), HopLimit: 64}}},
 			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
 				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
 		Modify(tb, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
