@@ -3,6 +3,7 @@ package cq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -138,8 +139,9 @@ func (ch *Channel) isClosed() bool {
 // The wait parks the goroutine on the Go runtime's poller, not an OS
 // thread. Each wake-up reads every queued event, until EAGAIN. Wait ends
 // with an error wrapping ctx.Err() (context.Canceled or
-// context.DeadlineExceeded) when ctx is done, and one wrapping ErrClosed
-// when the channel is closed.
+// context.DeadlineExceeded) when ctx is done, one wrapping ErrClosed
+// when the channel is closed, and one wrapping EIO, at once, when the
+// device was removed under it (the kernel closed the channel's queue).
 func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	const op = "get cq event"
 	select {
@@ -190,7 +192,20 @@ func (ch *Channel) park(ctx context.Context) error {
 	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
 		return ctx.Err()
 	}
-	return err
+	// The poller failed without reading: a channel whose device was
+	// disassociated polls EPOLLERR alone (ib_uverbs_event_poll), which the
+	// runtime reports to every later wait as "not pollable". The fd itself
+	// says why: read(2) fails with EIO.
+	ch.readErr, ch.lastRead = nil, 0
+	if cerr := ch.rc.Control(ch.tryFn); cerr == nil {
+		switch {
+		case ch.readErr != nil:
+			return ch.readErr
+		case ch.lastRead > 0:
+			return nil
+		}
+	}
+	return fmt.Errorf("%v, with no event to read: %w", err, syscall.EIO)
 }
 
 // TryWait returns the CQ of the next completion event if one is queued,

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,18 @@ type asyncEvents struct {
 
 	// onEvent, set at Open, sees every event read (a CQ_ERR breaks its CQ).
 	onEvent func(AsyncEvent)
+
+	// fatal is set once DEVICE_FATAL has been read: the end of the event
+	// stream. A disassociated device queues it on the async fd and nothing
+	// after it, but the kernel keeps the fd open (the queue is freed only
+	// at release, uverbs_async_event_release), so a read after it would
+	// wait forever. Later waits fail with errDeviceFatal instead.
+	fatal atomic.Bool
 }
+
+// errDeviceFatal is the error of every async event wait after
+// DEVICE_FATAL was read.
+var errDeviceFatal = fmt.Errorf("the device reported DEVICE_FATAL, its last event: %w", unix.EIO)
 
 // asyncKey names an object async events can name.
 type asyncKey struct {
@@ -84,6 +96,9 @@ func (s *asyncEvents) read(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok
 	if ev, err = parseAsyncEvent(buf[:n]); err != nil {
 		return AsyncEvent{}, false, err
 	}
+	if ev.Type == EventDeviceFatal {
+		s.fatal.Store(true)
+	}
 	if k := ev.Kind(); k >= ElementCQ && s.acks != nil {
 		ev.acks = s.acks[asyncKey{k, ev.Element}]
 	}
@@ -121,10 +136,17 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 	if err := s.init(c.async); err != nil {
 		return AsyncEvent{}, false, c.opErr(op, err)
 	}
+	if s.fatal.Load() {
+		return AsyncEvent{}, false, c.opErr(op, errDeviceFatal)
+	}
 	var buf [asyncEventSize]byte
 	ev, ok, err := s.read(s.fd, &buf)
 	if err != nil {
 		return AsyncEvent{}, false, c.opErr(op, err)
+	}
+	if ok && ev.Type == EventDeviceFatal {
+		// Nothing more will come: wake a WaitAsyncEvent parked beside us.
+		_ = c.async.SetReadDeadline(aLongTimeAgo)
 	}
 	return ev, ok, nil
 }
@@ -137,6 +159,9 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 // It ends early with an error that wraps ctx.Err() (context.Canceled or
 // context.DeadlineExceeded) when ctx is done, and with one that wraps
 // ErrClosed when the Context is closed, before or during the wait.
+// DEVICE_FATAL is the last event a device reports (one whose driver was
+// removed queues it, then nothing): once it has been returned, every
+// later wait, and TryAsyncEvent, fails at once with an error wrapping EIO.
 // Concurrent calls wait their turn: one at a time reads, while the others
 // still honour their own ctx.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
@@ -163,6 +188,9 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	// The holder of turn owns the deadline. A ctx deadline also closes
 	// Done, so the AfterFunc covers both.
 	_ = c.async.SetReadDeadline(time.Time{})
+	if s.fatal.Load() { // after clearing the deadline: TryAsyncEvent sets fatal, then kicks
+		return AsyncEvent{}, c.asyncErr(op, errDeviceFatal)
+	}
 	if ctx.Done() != nil {
 		kicked := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
@@ -182,8 +210,10 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		return s.wev, nil
 	case err == nil:
 		err = s.werr
-	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil: // only our AfterFunc sets one
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil: // our AfterFunc set it
 		err = ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded) && s.fatal.Load(): // TryAsyncEvent read DEVICE_FATAL
+		err = errDeviceFatal
 	}
 	return AsyncEvent{}, c.asyncErr(op, err)
 }

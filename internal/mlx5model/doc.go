@@ -37,8 +37,9 @@
 // provider must never set) is a violation: [Device.Err] reports them all,
 // and the test fixtures fail the test with them.
 //
-// Faults can be injected ([Device.InjectError]); [Device.Stats] counts
-// what the HCA did.
+// Faults can be injected ([Device.InjectError]), and the device removed
+// under open contexts as a hardware driver's is ([Device.Remove]);
+// [Device.Stats] counts what the HCA did.
 //
 // The package is Linux-only (memfd, pipes); it uses the stack's own
 // transport types, never the uverbs package, so it tests the provider

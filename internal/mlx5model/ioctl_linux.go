@@ -102,6 +102,9 @@ func (c *Context) Ioctl(hdrp unsafe.Pointer) (e unix.Errno) {
 	if c.released {
 		return unix.EIO
 	}
+	if c.removed {
+		return c.afterRemoval(a)
+	}
 	if !m.noCtx && !c.ucontext {
 		return unix.EINVAL
 	}

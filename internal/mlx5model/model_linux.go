@@ -72,7 +72,8 @@ type Device struct {
 	violations []string
 	stats      Stats
 	closed     bool
-	cur        any // the QP or CQ whose memory the HCA is touching, for faults
+	removed    bool // Remove ran: the driver let go of the device (remove_linux.go)
+	cur        any  // the QP or CQ whose memory the HCA is touching, for faults
 
 	wake chan struct{} // a command asks the HCA to look now
 	stop chan struct{}
@@ -244,7 +245,7 @@ func (d *Device) step() (busy bool) {
 				continue
 			}
 		}
-		if c.faulted {
+		if c.faulted || c.removed {
 			continue
 		}
 		if c.scanUARs() {
@@ -269,7 +270,7 @@ func (d *Device) step() (busy bool) {
 // issues after them.
 func (d *Device) drainDoorbells() {
 	for _, c := range d.ctxs {
-		if !c.faulted {
+		if !c.faulted && !c.removed {
 			c.scanUARs()
 		}
 	}
@@ -343,6 +344,10 @@ func (d *Device) NewContext() (*Context, error) {
 		unix.Close(fd)
 		return nil, errors.New("mlx5model: device closed")
 	}
+	if d.removed {
+		unix.Close(fd)
+		return nil, fmt.Errorf("mlx5model: device removed: %w", unix.ENODEV)
+	}
 	d.ctxs = append(d.ctxs, c)
 	return c, nil
 }
@@ -356,6 +361,7 @@ type Context struct {
 	// Guarded by d.mu:
 	released   bool
 	faulted    bool
+	removed    bool // disassociated by Device.Remove: handles hold tombs
 	checked    time.Time
 	ucontext   bool // GET_CONTEXT done
 	dynUAR     bool
@@ -477,6 +483,7 @@ type eventPipe struct {
 	size  int        // event size: 8 (completion) or 16 (async)
 	queue []eventKey // events written and, as far as the model knows, unread; oldest first
 	dead  bool       // the application closed the read end
+	keep  int        // after Device.Remove, the old read end of a completion channel (or -1)
 }
 
 // eventKey names the object an event is about.
@@ -490,7 +497,7 @@ func newEventPipe(size int) (*eventPipe, error) {
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil, err
 	}
-	return &eventPipe{r: p[0], w: p[1], ino: fdIno(p[0]), size: size}, nil
+	return &eventPipe{r: p[0], w: p[1], ino: fdIno(p[0]), size: size, keep: -1}, nil
 }
 
 // post queues one event; false if the reader is gone or the pipe full.
@@ -548,6 +555,10 @@ func (p *eventPipe) close() {
 	if p.w >= 0 {
 		unix.Close(p.w)
 		p.w = -1
+	}
+	if p.keep >= 0 {
+		unix.Close(p.keep)
+		p.keep = -1
 	}
 }
 

@@ -215,9 +215,12 @@ func exQueryDevice(w *wargs) unix.Errno {
 }
 
 // invokeWrite is UVERBS_METHOD_INVOKE_WRITE.
-func invokeWrite(a *args) unix.Errno {
+func invokeWrite(a *args) unix.Errno { return runWrite(a, writeCmds) }
+
+// runWrite answers UVERBS_METHOD_INVOKE_WRITE from the command table cmds.
+func runWrite(a *args, cmds map[uint32]writeCmd) unix.Errno {
 	cmd := uint32(a.val(uapi.UVERBS_ATTR_WRITE_CMD))
-	wc, ok := writeCmds[cmd]
+	wc, ok := cmds[cmd]
 	if !ok {
 		return unix.EOPNOTSUPP
 	}
