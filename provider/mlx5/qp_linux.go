@@ -285,48 +285,17 @@ func (q *QP) ringSend() {
 }
 
 func (q *QP) postOneSend(wr *provider.SendWR) error {
-	if uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
-		return fmt.Errorf("%d SGEs, the QP takes %d: %w", len(wr.SGL), q.cap.MaxSendSGE, unix.EINVAL)
-	}
-	var length uint64
-	for _, s := range wr.SGL {
-		length += uint64(s.Length)
-	}
-	if length > 1<<31 {
-		return fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
+	length, err := provider.CheckSend(wr, q.typ, q.cap.MaxSendSGE, q.cap.MaxInlineData)
+	if err != nil {
+		return err
 	}
 	inline := wr.Flags&provider.SendInline != 0
-	if inline && length > uint64(q.cap.MaxInlineData) {
-		return fmt.Errorf("%d bytes inline, the QP takes %d: %w", length, q.cap.MaxInlineData, unix.EINVAL)
-	}
 	var ah *AH
-	switch wr.Opcode {
-	case provider.WRSend, provider.WRSendWithImm:
-		if q.ud {
-			var ok bool
-			if ah, ok = wr.AH.(*AH); !ok || ah == nil {
-				return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
-			}
+	if q.ud {
+		var ok bool
+		if ah, ok = wr.AH.(*AH); !ok || ah == nil {
+			return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
 		}
-	case provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
-		if q.ud {
-			return fmt.Errorf("opcode %d on a UD QP: %w", wr.Opcode, unix.EINVAL)
-		}
-		if q.typ == uapi.IB_UVERBS_QPT_UC && (wr.Opcode == provider.WRRDMARead || wr.Opcode == provider.WRSendWithInv) {
-			return fmt.Errorf("opcode %d on a UC QP: %w", wr.Opcode, unix.EINVAL)
-		}
-	case provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd:
-		if q.typ != uapi.IB_UVERBS_QPT_RC {
-			return fmt.Errorf("atomics need an RC QP: %w", unix.EINVAL)
-		}
-		if length < 8 || wr.RemoteAddr&7 != 0 {
-			return fmt.Errorf("atomic of %d bytes at %#x: need 8 bytes, 8-aligned: %w", length, wr.RemoteAddr, unix.EINVAL)
-		}
-		if inline {
-			return fmt.Errorf("inline atomic: %w", unix.EINVAL)
-		}
-	default:
-		return fmt.Errorf("opcode %d: %w", wr.Opcode, unix.EOPNOTSUPP)
 	}
 	sq := &q.sq
 	if sq.head-sq.tail.Load() >= sq.maxPost {

@@ -116,54 +116,27 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 
 func (q *QP) postOneSend(wr *provider.SendWR) error {
 	sq := q.sq
-	if uint32(len(wr.SGL)) > q.k.Cap.MaxSendSGE {
-		return fmt.Errorf("%d SGEs, the QP takes %d: %w", len(wr.SGL), q.k.Cap.MaxSendSGE, unix.EINVAL)
-	}
-	var length uint64
-	for _, s := range wr.SGL {
-		length += uint64(s.Length)
-	}
-	if length > 1<<31 {
-		return fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
+	length, err := provider.CheckSend(wr, q.typ, q.k.Cap.MaxSendSGE, q.k.Cap.MaxInlineData)
+	if err != nil {
+		return err
 	}
 	inline := wr.Flags&provider.SendInline != 0
 	switch {
-	case inline && length > uint64(q.k.Cap.MaxInlineData):
-		return fmt.Errorf("%d bytes inline, the QP takes %d: %w", length, q.k.Cap.MaxInlineData, unix.EINVAL)
 	case inline && sendWQEHeader+uintptr(length) > sq.slotSize():
 		return fmt.Errorf("%d bytes inline do not fit a send slot: %w", length, unix.EINVAL)
 	case !inline && sendWQEHeader+uintptr(len(wr.SGL))*sgeSize > sq.slotSize():
 		return fmt.Errorf("%d SGEs do not fit a send slot: %w", len(wr.SGL), unix.EINVAL)
 	}
 	var ahNum uint32
-	switch wr.Opcode {
-	case provider.WRSend, provider.WRSendWithImm:
-		if q.typ == uapi.IB_UVERBS_QPT_UD {
-			ah, ok := wr.AH.(*AH)
-			if !ok || ah == nil {
-				return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
-			}
-			if ah.num == 0 {
-				return errs.NewUnsupported("rxe address handle index (ah_num)", "5.17", unix.EOPNOTSUPP)
-			}
-			ahNum = ah.num
+	if q.typ == uapi.IB_UVERBS_QPT_UD {
+		ah, ok := wr.AH.(*AH)
+		if !ok || ah == nil {
+			return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
 		}
-	case provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
-		if q.typ == uapi.IB_UVERBS_QPT_UD {
-			return fmt.Errorf("opcode %d on a UD QP: %w", wr.Opcode, unix.EINVAL)
+		if ah.num == 0 {
+			return errs.NewUnsupported("rxe address handle index (ah_num)", "5.17", unix.EOPNOTSUPP)
 		}
-	case provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd:
-		if q.typ != uapi.IB_UVERBS_QPT_RC {
-			return fmt.Errorf("atomics need an RC QP: %w", unix.EINVAL)
-		}
-		if length < 8 || wr.RemoteAddr&7 != 0 {
-			return fmt.Errorf("atomic of %d bytes at %#x: need 8 bytes, 8-aligned: %w", length, wr.RemoteAddr, unix.EINVAL)
-		}
-		if inline {
-			return fmt.Errorf("inline atomic: %w", unix.EINVAL)
-		}
-	default:
-		return fmt.Errorf("opcode %d: %w", wr.Opcode, unix.EOPNOTSUPP)
+		ahNum = ah.num
 	}
 	prod := sq.prod.Load() // ours
 	if (prod+1)&sq.mask == sq.cons.Load() {

@@ -1,0 +1,56 @@
+package provider
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/uapi"
+)
+
+type fakeAH struct{}
+
+func (fakeAH) Handle() uint32 { return 1 }
+func (fakeAH) Destroy() error { return nil }
+
+func TestCheckSend(t *testing.T) {
+	const rc, uc, ud = uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC, uapi.IB_UVERBS_QPT_UD
+	sge := func(n uint32) []SGE { return []SGE{{Addr: 0x1000, Length: n, LKey: 1}} }
+	for _, tc := range []struct {
+		name string
+		typ  uint8
+		wr   SendWR
+		want error // nil, EINVAL or EOPNOTSUPP
+		len  uint64
+	}{
+		{"send", rc, SendWR{Opcode: WRSend, SGL: sge(100)}, nil, 100},
+		{"too many SGEs", rc, SendWR{Opcode: WRSend, SGL: make([]SGE, 3)}, unix.EINVAL, 0},
+		{"over 2 GiB", rc, SendWR{Opcode: WRSend, SGL: []SGE{{Length: 1 << 31}, {Length: 1}}}, unix.EINVAL, 0},
+		{"inline too long", rc, SendWR{Opcode: WRSend, Flags: SendInline, SGL: sge(65)}, unix.EINVAL, 0},
+		{"inline", rc, SendWR{Opcode: WRSend, Flags: SendInline, SGL: sge(64)}, nil, 64},
+		{"UD send without AH", ud, SendWR{Opcode: WRSend, SGL: sge(8)}, unix.EINVAL, 0},
+		{"UD send", ud, SendWR{Opcode: WRSendWithImm, SGL: sge(8), AH: fakeAH{}}, nil, 8},
+		{"UD write", ud, SendWR{Opcode: WRRDMAWrite, SGL: sge(8)}, unix.EINVAL, 0},
+		{"UC write", uc, SendWR{Opcode: WRRDMAWriteWithImm, SGL: sge(8)}, nil, 8},
+		{"UC read", uc, SendWR{Opcode: WRRDMARead, SGL: sge(8)}, unix.EINVAL, 0},
+		{"UC atomic", uc, SendWR{Opcode: WRAtomicFetchAdd, SGL: sge(8)}, unix.EINVAL, 0},
+		{"atomic", rc, SendWR{Opcode: WRAtomicCmpSwp, SGL: sge(8), RemoteAddr: 16}, nil, 8},
+		{"atomic short", rc, SendWR{Opcode: WRAtomicCmpSwp, SGL: sge(4), RemoteAddr: 16}, unix.EINVAL, 0},
+		{"atomic unaligned", rc, SendWR{Opcode: WRAtomicFetchAdd, SGL: sge(8), RemoteAddr: 12}, unix.EINVAL, 0},
+		{"atomic inline", rc, SendWR{Opcode: WRAtomicFetchAdd, Flags: SendInline, SGL: sge(8), RemoteAddr: 8}, unix.EINVAL, 0},
+		{"local invalidate", rc, SendWR{Opcode: WRLocalInv}, unix.EOPNOTSUPP, 0},
+		{"bind mw", rc, SendWR{Opcode: WRBindMW}, unix.EOPNOTSUPP, 0},
+		{"unknown opcode", rc, SendWR{Opcode: 99}, unix.EOPNOTSUPP, 0},
+	} {
+		n, err := CheckSend(&tc.wr, tc.typ, 2, 64)
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.want)
+		case tc.want == nil && n != tc.len:
+			t.Errorf("%s: length %d, want %d", tc.name, n, tc.len)
+		}
+	}
+}
