@@ -31,6 +31,67 @@ type Backend interface {
 	Destroy() (compEvents, asyncEvents uint32, err error)
 }
 
+// Ring is a provider's completion ring, to which Poll hands over
+// entirely when the Backend has one (RingBackend): one call into the
+// provider per Poll, and no lock for an empty ring.
+type Ring interface {
+	// PollRing is Poll: it follows RingLock's protocol.
+	PollRing(wcs []WC, l *RingLock) (int, error)
+}
+
+// RingLock is the CQ's side of a Ring's poll: the CQ's lock and its error
+// word. A Ring's PollRing, in this order:
+//
+//  1. returns *l.Err() if it is not nil: the CQ is closed or broken;
+//  2. returns 0 if the ring is empty, reading it without the lock: the
+//     ring may be given back (Close, Resize) at the same time, so the
+//     provider keeps a ring it gave back readable, reading as empty,
+//     until nothing can reach it;
+//  3. takes l.Lock, returns *l.Err() (unlocking) if it is now set,
+//     consumes up to len(wcs) completions, and l.Unlock.
+//
+// So two Polls never take the same completion, and a Poll never reads a
+// ring that Close or Resize (which hold the lock) has unmapped.
+type RingLock struct {
+	mu  sync.Mutex
+	err atomic.Pointer[error]
+}
+
+// Err returns the error every Poll returns from now on, or nil.
+func (l *RingLock) Err() *error { return l.err.Load() }
+
+// Lock takes the CQ's lock.
+func (l *RingLock) Lock() { l.mu.Lock() }
+
+// Unlock releases it.
+func (l *RingLock) Unlock() { l.mu.Unlock() }
+
+// Fail records the error that broke the CQ (an overrun): Poll returns it
+// from now on. The first error stays; Close's ErrClosed replaces it.
+func (l *RingLock) Fail(err error) { l.err.CompareAndSwap(nil, &err) }
+
+// RingBackend is a Backend with a Ring for Poll.
+type RingBackend interface {
+	Backend
+	// Ring returns the provider's ring, or nil when it has none (Poll
+	// then goes through Backend.Poll under the lock). The backend may
+	// keep l, to Fail the CQ.
+	Ring(l *RingLock) Ring
+}
+
+// backendRing polls through the Backend, under the lock: for a backend
+// without a Ring.
+type backendRing struct{ be Backend }
+
+func (r *backendRing) PollRing(wcs []WC, l *RingLock) (int, error) {
+	l.Lock()
+	defer l.Unlock()
+	if e := l.Err(); e != nil {
+		return 0, *e
+	}
+	return r.be.Poll(wcs)
+}
+
 // Request is what a Backend is created from.
 type Request struct {
 	Size       int
@@ -63,21 +124,28 @@ func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v }
 
 // CQ is a completion queue (ibv_cq).
 //
-// All its methods are safe for concurrent use. Poll, ReqNotify and Close
-// serialise on one lock, so a Close racing a Poll waits for it and the
-// ring is never unmapped under a reader; calls after Close return an
-// error wrapping ErrClosed. Ack is a single atomic add.
+// All its methods are safe for concurrent use. A Poll that finds the CQ
+// empty takes no lock (where the provider's ring allows it: rxe); a Poll
+// that consumes, ReqNotify, Resize and Close serialise on one lock, so
+// two Polls never take the same completion, and a Close racing a Poll
+// never unmaps the ring under it: the racing Poll returns 0 or ErrClosed
+// (see RingLock). Calls after Close return an error wrapping ErrClosed.
+// Ack is a single atomic add.
 type CQ struct {
 	be   Backend
 	cfg  Config
 	dev  string
 	user uint64 // the event handle
 
+	// ring is be's provider ring (RingBackend), or be itself through
+	// backendRing: set by New, never changed.
+	ring Ring
+
 	delivered atomic.Uint64 // completion events Wait/TryWait returned for this CQ
 	acked     atomic.Uint64 // … and Ack acknowledged
 
-	mu     sync.Mutex
-	closed bool // guarded by mu
+	lock   RingLock    // lock.mu serialises the backend's calls (Ack excepted); lock.err is Poll's
+	closed atomic.Bool // set under lock.mu; read anywhere
 }
 
 // handles hands out the user handles that CQ events carry: a counter, so
@@ -116,6 +184,12 @@ func New(dev string, size int, create func(Request) (Backend, error), opts ...Op
 		return nil, err
 	}
 	c.be = be
+	if rb, ok := be.(RingBackend); ok {
+		c.ring = rb.Ring(&c.lock)
+	}
+	if c.ring == nil {
+		c.ring = &backendRing{be}
+	}
 	return c, nil
 }
 
@@ -142,23 +216,19 @@ func (c *CQ) Backend() Backend { return c.be }
 // Handle returns the kernel's handle of the CQ, for QP creation.
 func (c *CQ) Handle() uint32 { return c.be.Handle() }
 
-var errPollClosed = &OpError{Op: "poll cq", Err: ErrClosed}
+// errPollClosed is what Poll returns after Close; Close stores it in the
+// RingLock's error word.
+var errPollClosed error = &OpError{Op: "poll cq", Err: ErrClosed}
 
 // Poll moves up to len(wcs) completions from the CQ into wcs, oldest
 // first, and returns how many (ibv_poll_cq). It returns 0 when the CQ is
 // empty, never more than len(wcs), and never consumes a completion it has
 // no room for: what it leaves stays for the next Poll. A polled
 // completion is gone from the CQ for good. Poll makes no system call and
-// allocates nothing.
+// allocates nothing; on an empty rxe CQ it takes no lock either. It is
+// one call into the provider, small enough to be inlined into the caller.
 func (c *CQ) Poll(wcs []WC) (int, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return 0, errPollClosed
-	}
-	n, err := c.be.Poll(wcs)
-	c.mu.Unlock()
-	return n, err
+	return c.ring.PollRing(wcs, &c.lock)
 }
 
 // Resize makes the CQ hold at least n completions (ibv_resize_cq),
@@ -166,9 +236,9 @@ func (c *CQ) Poll(wcs []WC) (int, error) {
 // below what the CQ holds now or above the device's maximum.
 func (c *CQ) Resize(n int) error {
 	const op = "resize cq"
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	c.lock.mu.Lock()
+	defer c.lock.mu.Unlock()
+	if c.closed.Load() {
 		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
 	}
 	if n < 1 {
@@ -190,9 +260,9 @@ func (c *CQ) Resize(n int) error {
 // no event, so poll after arming: arm, poll until empty, then wait (as
 // [Channel.Serve] does).
 func (c *CQ) ReqNotify(solicitedOnly bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	c.lock.mu.Lock()
+	defer c.lock.mu.Unlock()
+	if c.closed.Load() {
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
 	}
 	if err := c.be.ReqNotify(solicitedOnly); err != nil {
@@ -203,9 +273,9 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 
 // eventRead counts an event the channel delivers; false if the CQ is closed.
 func (c *CQ) eventRead() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	c.lock.mu.Lock()
+	defer c.lock.mu.Unlock()
+	if c.closed.Load() {
 		return false
 	}
 	c.delivered.Add(1)
@@ -243,9 +313,9 @@ func (c *CQ) Unacked() int {
 // CQ, and with ErrClosed the second time.
 func (c *CQ) Close() error {
 	const op = "destroy cq"
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	c.lock.mu.Lock()
+	defer c.lock.mu.Unlock()
+	if c.closed.Load() {
 		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
 	}
 	if n := c.Unacked(); n > 0 {
@@ -257,13 +327,15 @@ func (c *CQ) Close() error {
 		}
 		// The device context is closed: the kernel destroyed the CQ with it
 		// and the backend released the ring, so the CQ is gone all the same.
-		c.closed = true
+		c.closed.Store(true)
+		c.lock.err.Store(&errPollClosed)
 		if c.cfg.Channel != nil {
 			c.cfg.Channel.detach(c.user)
 		}
 		return err
 	}
-	c.closed = true
+	c.closed.Store(true)
+	c.lock.err.Store(&errPollClosed)
 	if c.cfg.Channel != nil {
 		c.cfg.Channel.detach(c.user)
 	}

@@ -37,8 +37,11 @@
 //   - [CQ.Poll], [CQ.ReqNotify], [CQ.Resize] and [CQ.Close] of one CQ
 //     serialise on one lock: the ring has one consumer index, so
 //     goroutines polling one CQ take turns, each completion goes to
-//     exactly one Poll, and a Close racing a Poll waits for it (the ring
-//     is never unmapped under a reader). [CQ.Ack] and [CQ.Unacked] are
+//     exactly one Poll, and a Close racing a Poll never unmaps the ring
+//     under it (the racing Poll returns 0 or [ErrClosed]). A Poll that
+//     finds an rxe CQ empty takes no lock: it reads the ring's two
+//     indices, and the provider keeps a ring it gave back readable until
+//     nothing can reach it ([RingLock]). [CQ.Ack] and [CQ.Unacked] are
 //     lock-free.
 //   - One [Channel.Wait] or [Channel.TryWait] at a time reads the
 //     channel's fd; the others queue, each event going to exactly one of

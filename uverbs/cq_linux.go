@@ -65,6 +65,7 @@ type cqBackend struct {
 	user   uint64         // the kernel user handle: async events name the CQ by it
 	acks   *atomic.Uint32 // async events about the CQ acknowledged
 	broken atomic.Pointer[error]
+	ring   atomic.Pointer[cq.RingLock] // cq.CQ's, when the provider's ring polls directly
 }
 
 // Poll polls the provider's ring, or fails once an async CQ_ERR said the
@@ -76,8 +77,28 @@ func (b *cqBackend) Poll(wcs []cq.WC) (int, error) {
 	return b.CQ.Poll(wcs), nil
 }
 
+// Ring gives cq.CQ the provider's ring to poll directly, where the
+// provider has one that can be read without a lock (rxe): Poll then makes
+// one call into the provider, not two. fail sets l's error from then on.
+func (b *cqBackend) Ring(l *cq.RingLock) cq.Ring {
+	r, ok := b.CQ.(cq.Ring)
+	if !ok {
+		return nil
+	}
+	b.ring.Store(l)
+	if e := b.broken.Load(); e != nil { // an overrun before the store
+		l.Fail(*e)
+	}
+	return r
+}
+
 // fail marks the CQ broken.
-func (b *cqBackend) fail(err error) { b.broken.CompareAndSwap(nil, &err) }
+func (b *cqBackend) fail(err error) {
+	b.broken.CompareAndSwap(nil, &err)
+	if l := b.ring.Load(); l != nil {
+		l.Fail(err)
+	}
+}
 
 func (b *cqBackend) Resize(n int) (int, error) {
 	if err := b.ctx.use("resize cq"); err != nil {

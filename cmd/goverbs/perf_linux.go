@@ -36,6 +36,7 @@ type perfConfig struct {
 	size   int
 	iters  int
 	depth  int
+	rx     int // receives posted ahead
 	cqMod  int // bandwidth tests: one send in cqMod is signaled
 	server string
 	prof   string // CPU profile file, or ""
@@ -65,6 +66,7 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.size, "s", 2, "message `size` in bytes")
 	fs.IntVar(&c.iters, "n", 1000, "`iterations`")
 	fs.IntVar(&c.depth, "q", 128, "send queue `depth` for the bandwidth tests")
+	fs.IntVar(&c.rx, "r", 512, "receives to post ahead (`depth` of the receive queue), as perftest's --rx-depth")
 	fs.IntVar(&c.cqMod, "Q", 100, "bandwidth tests: signal one send in `N` (and the last), as perftest's --cq-mod")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.Usage = func() {
@@ -86,7 +88,7 @@ func perf(out io.Writer, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.cqMod < 1 || c.port < 1 || c.port > 65535 {
+	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.port < 1 || c.port > 65535 {
 		fs.Usage()
 		return 2
 	}
@@ -171,22 +173,22 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	}
 	s.recvWR = []uverbs.RecvWR{{SGL: []uverbs.SGE{s.mr.SGE(s.size, s.size)}}}
 	s.sendWR = []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
-	depth := max(c.depth, 2)
+	depth, rx := max(c.depth, 2), max(c.rx, 2)
 	if s.scq, err = s.dev.NewCQ(2 * depth); err != nil {
 		return err
 	}
-	if s.rcq, err = s.dev.NewCQ(2 * depth); err != nil {
+	if s.rcq, err = s.dev.NewCQ(2 * rx); err != nil {
 		return err
 	}
 	if s.qp, err = s.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,
-		Cap: uverbs.QPCap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(depth), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		Cap: uverbs.QPCap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(rx), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return err
 	}
 	if err := s.qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort), AccessFlags: uverbs.AccessRemoteWrite},
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
 		return err
 	}
-	for i := 0; i < depth; i++ {
+	for i := 0; i < rx; i++ {
 		if err := s.postRecv(); err != nil {
 			return err
 		}
@@ -230,7 +232,7 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	case "send_bw", "write_bw":
 		if !client {
 			if c.test == "send_bw" {
-				if err := s.recvN(c.iters, depth); err != nil {
+				if err := s.recvN(c.iters); err != nil {
 					return err
 				}
 			}
@@ -366,7 +368,7 @@ func binary32(b []byte, v uint32) {
 }
 
 // recvN takes n receives, reposting each.
-func (s *perfSide) recvN(n, depth int) error {
+func (s *perfSide) recvN(n int) error {
 	for got := 0; got < n; {
 		k, err := s.rcq.Poll(s.wcs)
 		if err != nil {

@@ -3,7 +3,11 @@ package rxe
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
@@ -14,12 +18,19 @@ import (
 
 // CQ is an rxe completion queue: its ring holds struct ib_uverbs_wc
 // entries, which the kernel produces and Poll consumes without a syscall.
+//
+// It is a cq.Ring: PollRing, which cq.CQ.Poll calls, reads the ring's
+// indices with no lock, concurrently with everything, and takes the CQ's
+// lock only to consume. For that, a ring is never unmapped while it may
+// be read: Destroy, Release and Resize retire it (retire), and the
+// retired memory is given back only once nothing can reach it.
 type CQ struct {
 	conn   *transport.Conn
 	handle uint32
 	size   int
-	ring   *queue
-	notify *transport.Cmd // REQ_NOTIFY_CQ, reused: arming allocates nothing
+	ring   *queue                // Poll, Resize, Destroy: under the cq package's lock
+	live   atomic.Pointer[queue] // the same ring, for PollRing's look; nil once released
+	notify *transport.Cmd        // REQ_NOTIFY_CQ, reused: arming allocates nothing
 }
 
 // CreateCQ creates the CQ and maps its ring from the mmap info rxe returns.
@@ -34,7 +45,9 @@ func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
 		kverbs.DestroyCQ(c.conn, k.Handle)
 		return nil, fmt.Errorf("rxe cq ring: %w", err)
 	}
-	return &CQ{conn: c.conn, handle: k.Handle, size: int(k.CQE), ring: ring, notify: new(transport.Cmd)}, nil
+	q := &CQ{conn: c.conn, handle: k.Handle, size: int(k.CQE), ring: ring, notify: new(transport.Cmd)}
+	q.live.Store(ring)
+	return q, nil
 }
 
 // Handle returns the kernel handle.
@@ -42,6 +55,27 @@ func (q *CQ) Handle() uint32 { return q.handle }
 
 // Size returns the number of CQEs the CQ holds.
 func (q *CQ) Size() int { return q.size }
+
+// PollRing is cq.CQ.Poll, following cq.RingLock's protocol: an empty
+// ring costs two loads of its indices, no lock and no system call; a
+// released ring reads as empty.
+func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
+	if e := l.Err(); e != nil {
+		return 0, *e
+	}
+	r := q.live.Load()
+	if r == nil || r.cons.Load()&r.mask == r.prod.Load()&r.mask {
+		return 0, nil
+	}
+	l.Lock()
+	if e := l.Err(); e != nil {
+		l.Unlock()
+		return 0, *e
+	}
+	n := q.Poll(wcs)
+	l.Unlock()
+	return n, nil
+}
 
 // Poll copies up to len(wcs) completions out of the ring: acquire-load the
 // producer index, copy each slot, release-store the consumer index once.
@@ -51,13 +85,18 @@ func (q *CQ) Size() int { return q.size }
 // make Poll hand back more than the ring holds.
 func (q *CQ) Poll(wcs []cq.WC) int {
 	r := q.ring
-	cons := r.cons.Load() & r.mask // our own index
-	prod := r.prod.Load() & r.mask // the kernel's: acquire
-	n := 0
-	for n < len(wcs) && cons != prod {
-		convertWC(&wcs[n], (*uapi.IBUverbsWC)(r.slot(cons)))
-		cons = (cons + 1) & r.mask
-		n++
+	if r == nil { // released
+		return 0
+	}
+	// In locals: the stores into wcs could alias r as far as the compiler
+	// knows, and would make it reload them for every CQE.
+	mask, shift, data := r.mask, r.shift&63, r.data
+	cons := r.cons.Load() & mask // our own index
+	prod := r.prod.Load() & mask // the kernel's: acquire
+	n := min(int((prod-cons)&mask), len(wcs))
+	for i := range wcs[:n] {
+		convertWC(&wcs[i], (*uapi.IBUverbsWC)(unsafe.Add(data, uintptr(cons)<<shift)))
+		cons = (cons + 1) & mask
 	}
 	if n > 0 {
 		r.cons.Store(cons) // release: the kernel may reuse the slots
@@ -74,6 +113,48 @@ const (
 	kwcIPCsumOK       = 1 << 3
 )
 
+// wcFlags translates the kernel's four low flag bits to ours: WITH_INVALIDATE
+// is 4 there and IP_CSUM_OK 8, the reverse of ours, and immediate data and
+// an invalidated rkey share one word, the immediate data winning. The
+// kernel's other bits (WITH_SMAC, WITH_VLAN, …) are not reported.
+var wcFlags = func() (t [16]cq.Flags) {
+	for i := range t {
+		if i&kwcGRH != 0 {
+			t[i] |= cq.WithGRH
+		}
+		if i&kwcIPCsumOK != 0 {
+			t[i] |= cq.IPCsumOK
+		}
+		switch {
+		case i&kwcWithImm != 0:
+			t[i] |= cq.WithImm
+		case i&kwcWithInvalidate != 0:
+			t[i] |= cq.WithInv
+		}
+	}
+	return t
+}()
+
+// cq.WC is laid out as struct ib_uverbs_wc, field by field (rxe's user
+// library copies the slot into ibv_wc with memcpy for the same reason), so
+// convertWC copies the slot whole and fixes up two fields. These lines
+// compile only while the layouts agree.
+var (
+	_ [0]struct{} = [unsafe.Sizeof(cq.WC{}) - unsafe.Sizeof(uapi.IBUverbsWC{})]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.Status) - unsafe.Offsetof(uapi.IBUverbsWC{}.Status)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.Opcode) - unsafe.Offsetof(uapi.IBUverbsWC{}.Opcode)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.VendorErr) - unsafe.Offsetof(uapi.IBUverbsWC{}.VendorErr)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.ByteLen) - unsafe.Offsetof(uapi.IBUverbsWC{}.ByteLen)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.Imm) - unsafe.Offsetof(uapi.IBUverbsWC{}.Ex)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.QPNum) - unsafe.Offsetof(uapi.IBUverbsWC{}.QPNum)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.SrcQP) - unsafe.Offsetof(uapi.IBUverbsWC{}.SrcQP)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.Flags) - unsafe.Offsetof(uapi.IBUverbsWC{}.WCFlags)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.PKeyIndex) - unsafe.Offsetof(uapi.IBUverbsWC{}.PkeyIndex)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.SLID) - unsafe.Offsetof(uapi.IBUverbsWC{}.Slid)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.SL) - unsafe.Offsetof(uapi.IBUverbsWC{}.Sl)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.DLIDPathBits) - unsafe.Offsetof(uapi.IBUverbsWC{}.DlidPathBits)]struct{}{}
+)
+
 // convertWC translates one ib_uverbs_wc. On an error completion only
 // wr_id, status, qp_num and vendor_err mean anything; the rest is zeroed.
 func convertWC(w *cq.WC, k *uapi.IBUverbsWC) {
@@ -81,36 +162,24 @@ func convertWC(w *cq.WC, k *uapi.IBUverbsWC) {
 		*w = cq.WC{WRID: k.WRID, Status: cq.Status(k.Status), VendorErr: k.VendorErr, QPNum: k.QPNum}
 		return
 	}
-	var fl cq.Flags
-	if k.WCFlags&kwcGRH != 0 {
-		fl |= cq.WithGRH
+	// The same layout (checked above), 48 bytes, copied as six words: the
+	// trailing port_num and reserved bytes land in cq.WC's padding. Words,
+	// not a struct copy: the compiler copies structs with SSE moves, which
+	// cost QEMU's TCG (our test machines) twice as much.
+	d, src := (*[6]uint64)(unsafe.Pointer(w)), (*[6]uint64)(unsafe.Pointer(k))
+	d[0], d[1], d[2], d[3], d[4], d[5] = src[0], src[1], src[2], src[3], src[4], src[5]
+	fl := k.WCFlags
+	if fl == 0 { // most completions: nothing to translate
+		w.Imm = 0
+		return
 	}
-	if k.WCFlags&kwcIPCsumOK != 0 {
-		fl |= cq.IPCsumOK
-	}
-	var imm uint32
+	w.Flags = wcFlags[fl&0xf]
 	switch {
-	case k.WCFlags&kwcWithImm != 0:
-		fl |= cq.WithImm
-		imm = binary.BigEndian.Uint32(k.Ex[:]) // __be32 imm_data
-	case k.WCFlags&kwcWithInvalidate != 0:
-		fl |= cq.WithInv
-		imm = binary.NativeEndian.Uint32(k.Ex[:]) // invalidate_rkey, host order
-	}
-	*w = cq.WC{
-		WRID:         k.WRID,
-		Status:       cq.Success,
-		Opcode:       cq.Opcode(k.Opcode),
-		VendorErr:    k.VendorErr,
-		ByteLen:      k.ByteLen,
-		Imm:          imm,
-		QPNum:        k.QPNum,
-		SrcQP:        k.SrcQP,
-		Flags:        fl,
-		PKeyIndex:    k.PkeyIndex,
-		SLID:         k.Slid,
-		SL:           k.Sl,
-		DLIDPathBits: k.DlidPathBits,
+	case fl&kwcWithImm != 0: // __be32 imm_data, as sent
+		w.Imm = binary.BigEndian.Uint32(k.Ex[:])
+	case fl&kwcWithInvalidate != 0: // invalidate_rkey, host order: copied as it is
+	default:
+		w.Imm = 0
 	}
 }
 
@@ -134,15 +203,17 @@ func (q *CQ) Resize(n int) (int, error) {
 	if err != nil {
 		return q.size, fmt.Errorf("rxe resized cq ring: %w", err)
 	}
-	q.ring.unmap()
+	old := q.ring
 	q.ring, q.size = ring, int(cqe)
+	q.live.Store(ring)
+	retire(old)
 	return q.size, nil
 }
 
 // EventRead does nothing: rxe has no arm sequence number.
 func (q *CQ) EventRead() {}
 
-// Destroy destroys the CQ in the kernel, then unmaps its ring.
+// Destroy destroys the CQ in the kernel, then gives its ring back.
 func (q *CQ) Destroy() (kverbs.Events, error) {
 	ev, err := kverbs.DestroyCQ(q.conn, q.handle)
 	if err != nil {
@@ -152,5 +223,33 @@ func (q *CQ) Destroy() (kverbs.Events, error) {
 	return ev, nil
 }
 
-// Release unmaps the ring.
-func (q *CQ) Release() { q.ring.unmap() }
+// Release gives the ring back (retire): Poll must not run after it,
+// PollRing may, and reads the CQ as empty.
+func (q *CQ) Release() {
+	q.live.Store(nil)
+	if q.ring != nil {
+		retire(q.ring)
+		q.ring = nil
+	}
+}
+
+// retire gives a CQ ring back that PollRing may still be reading,
+// lock-free, on another goroutine. Unmapping it now could fault that reader, so the
+// ring's pages (the kernel's memory, which the mapping holds, and the
+// mapping's reference on the uverbs file) are replaced at once, at the
+// same address, by an anonymous read-only mapping that reads as zeros:
+// an empty ring. That placeholder is unmapped once the garbage collector
+// finds r unreachable, when no PollRing can be reading it. Should the
+// placeholder fail to map, the ring itself waits for the collector.
+func retire(r *queue) {
+	if r.mem == nil {
+		return
+	}
+	mem := r.mem
+	if _, err := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(mem)), uintptr(len(mem)),
+		unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED); err != nil {
+		mem = r.mem // still the ring: unmapped by the cleanup all the same
+	}
+	// unix.Munmap finds the mapping by its first byte, which MAP_FIXED kept.
+	runtime.AddCleanup(r, func(mem []byte) { unix.Munmap(mem) }, mem)
+}

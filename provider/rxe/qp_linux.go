@@ -47,6 +47,7 @@ const (
 
 var _ [0]struct{} = [sendWQEHeader - 208]struct{}{}
 var _ [0]struct{} = [recvWQEHeader - 40]struct{}{}
+var _ [0]struct{} = [unsafe.Sizeof(uapi.RxeDmaInfo{}) - 24]struct{}{} // PostRecv writes its six fields one by one
 var _ [0]struct{} = [sgeSize - 16]struct{}{}
 
 // QP is an rxe queue pair: a send queue of struct rxe_send_wqe and a
@@ -182,7 +183,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 			off += copy(dst[off:], userBytes(s.Addr, s.Length))
 		}
 	} else {
-		copy(unsafe.Slice((*provider.SGE)(data), len(wr.SGL)), wr.SGL)
+		putSGL(data, wr.SGL)
 		w.Dma.NumSGE = uint32(len(wr.SGL))
 	}
 	w.Dma.Length = uint32(length)
@@ -218,14 +219,26 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		}
 		slot := rq.slot(prod)
 		w := (*uapi.RxeRecvWqe)(slot)
-		*w = uapi.RxeRecvWqe{WRID: wr.WRID}
-		w.Dma.Length = uint32(length)
-		w.Dma.Resid = uint32(length)
-		w.Dma.NumSGE = uint32(len(wr.SGL))
-		copy(unsafe.Slice((*provider.SGE)(unsafe.Add(slot, recvWQEHeader)), len(wr.SGL)), wr.SGL)
+		// Field by field, not a composite literal or copy(): the compiler
+		// would zero and copy with SSE moves or call memmove, which cost
+		// QEMU's TCG (our test machines) more than these plain stores.
+		w.WRID, w.Reserved, w.Padding = wr.WRID, 0, 0
+		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = uint32(length), uint32(length), 0
+		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
+		putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)
 		rq.prod.Store((prod + 1) & rq.mask) // release
 	}
 	return len(wrs), nil
+}
+
+// putSGL writes sgl at dst (struct rxe_sge[]) field by field: a copy()
+// calls memmove, dearer than these stores for the one or two SGEs a
+// request carries.
+func putSGL(dst unsafe.Pointer, sgl []provider.SGE) {
+	d := unsafe.Slice((*provider.SGE)(dst), len(sgl))
+	for i := range d {
+		d[i].Addr, d[i].Length, d[i].LKey = sgl[i].Addr, sgl[i].Length, sgl[i].LKey
+	}
 }
 
 // Destroy destroys the QP in the kernel, then unmaps its queues.

@@ -33,6 +33,7 @@ var noCheckptr bool
 
 var (
 	flagBenchRounds = flag.Int("benchrounds", 1, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
+	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
 	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
 )
 
@@ -135,6 +136,9 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 	}
 	if cbench {
 		steps = append(steps, c(1))
+	}
+	if !*flagBenchTools {
+		return steps
 	}
 	port := 20000
 	pair := func(test string, c, g []string, client func(argv []string) []string) {

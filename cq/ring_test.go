@@ -1,0 +1,144 @@
+package cq
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+)
+
+// fakeBackend is a Backend whose ring is a slice of WRIDs; with ring set
+// it is a RingBackend whose ring follows RingLock's protocol.
+type fakeBackend struct {
+	wrids    []uint64
+	ring     bool
+	l        *RingLock
+	polls    int // Backend.Poll calls
+	locked   bool
+	released bool
+}
+
+func (b *fakeBackend) Handle() uint32                   { return 1 }
+func (b *fakeBackend) Size() int                        { return 16 }
+func (b *fakeBackend) ReqNotify(bool) error             { return nil }
+func (b *fakeBackend) EventRead()                       {}
+func (b *fakeBackend) Resize(n int) (int, error)        { return n, nil }
+func (b *fakeBackend) Destroy() (uint32, uint32, error) { b.released = true; return 0, 0, nil }
+
+func (b *fakeBackend) take(wcs []WC) int {
+	n := min(len(wcs), len(b.wrids))
+	for i := range n {
+		wcs[i] = WC{WRID: b.wrids[i]}
+	}
+	b.wrids = b.wrids[n:]
+	return n
+}
+
+func (b *fakeBackend) Poll(wcs []WC) (int, error) {
+	b.polls++
+	return b.take(wcs), nil
+}
+
+type fakeRing struct{ b *fakeBackend }
+
+func (r fakeRing) PollRing(wcs []WC, l *RingLock) (int, error) {
+	if e := l.Err(); e != nil {
+		return 0, *e
+	}
+	if r.b.released || len(r.b.wrids) == 0 {
+		return 0, nil
+	}
+	l.Lock()
+	defer l.Unlock()
+	if e := l.Err(); e != nil {
+		return 0, *e
+	}
+	r.b.locked = true
+	return r.b.take(wcs), nil
+}
+
+type fakeRingBackend struct{ *fakeBackend }
+
+func (b fakeRingBackend) Ring(l *RingLock) Ring {
+	b.l = l
+	return fakeRing{b.fakeBackend}
+}
+
+func newFake(t *testing.T, ring bool, wrids ...uint64) (*CQ, *fakeBackend) {
+	t.Helper()
+	fb := &fakeBackend{wrids: wrids, ring: ring}
+	c, err := New("fake0", 16, func(Request) (Backend, error) {
+		if ring {
+			return fakeRingBackend{fb}, nil
+		}
+		return fb, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fb
+}
+
+// Poll goes to the provider's ring when the backend has one (one call,
+// no lock for an empty ring), and through Backend.Poll under the lock
+// otherwise; either way Close ends it with ErrClosed.
+func TestPollRingOrBackend(t *testing.T) {
+	for _, ring := range []bool{true, false} {
+		c, fb := newFake(t, ring, 1, 2, 3)
+		wcs := make([]WC, 2)
+		if n, err := c.Poll(wcs); n != 2 || err != nil || wcs[1].WRID != 2 {
+			t.Fatalf("ring %v: Poll = %d, %v, %+v", ring, n, err, wcs)
+		}
+		if n, err := c.Poll(wcs); n != 1 || err != nil || wcs[0].WRID != 3 {
+			t.Fatalf("ring %v: second Poll = %d, %v", ring, n, err)
+		}
+		if n, err := c.Poll(wcs); n != 0 || err != nil {
+			t.Fatalf("ring %v: Poll of an empty CQ = %d, %v", ring, n, err)
+		}
+		if ring && (fb.polls != 0 || !fb.locked) {
+			t.Errorf("with a ring: %d Backend.Poll calls, locked %v; want 0 and the ring's own locked poll", fb.polls, fb.locked)
+		}
+		if !ring && fb.polls != 3 {
+			t.Errorf("without a ring: %d Backend.Poll calls, want 3", fb.polls)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Poll(wcs); !errors.Is(err, ErrClosed) {
+			t.Errorf("ring %v: Poll after Close: %v, want ErrClosed", ring, err)
+		}
+	}
+}
+
+// A CQ the backend marks broken (an overrun) fails every Poll with that
+// error, until Close replaces it with ErrClosed.
+func TestRingLockFail(t *testing.T) {
+	c, fb := newFake(t, true, 1)
+	broken := errors.New("cq overrun")
+	fb.l.Fail(broken)
+	fb.l.Fail(errors.New("a second error does not replace the first"))
+	if _, err := c.Poll(make([]WC, 1)); err != broken {
+		t.Errorf("Poll of a broken CQ: %v, want %v", err, broken)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Poll(make([]WC, 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Poll after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Resize(4); !errors.Is(err, ErrClosed) {
+		t.Errorf("Resize after Close: %v", err)
+	}
+	if err := c.Resize(0); err == nil || !errors.Is(err, ErrClosed) && !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Resize(0): %v", err)
+	}
+}
+
+func TestPollAllocatesNothing(t *testing.T) {
+	for _, ring := range []bool{true, false} {
+		c, _ := newFake(t, ring)
+		wcs := make([]WC, 4)
+		if n := testing.AllocsPerRun(100, func() { c.Poll(wcs) }); n != 0 {
+			t.Errorf("ring %v: Poll allocates %v times", ring, n)
+		}
+	}
+}

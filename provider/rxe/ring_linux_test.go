@@ -1,0 +1,132 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// mappedCQ is a CQ on a ring in its own anonymous mapping, as the
+// kernel's would be: retire may map over it.
+func mappedCQ(t *testing.T, slots int) (*CQ, []byte) {
+	t.Helper()
+	mem, err := unix.Mmap(-1, 0, 4096+slots*64, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := (*uapi.RxeQueueBuf)(unsafe.Pointer(&mem[0]))
+	h.Log2ElemSize, h.IndexMask = 6, uint32(slots-1)
+	r, err := newQueue(mem, unsafe.Sizeof(uapi.IBUverbsWC{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &CQ{ring: r}
+	q.live.Store(r)
+	return q, mem
+}
+
+// produce writes n completions with WRIDs from first, as the kernel would.
+func produce(q *CQ, first uint64, n int) {
+	r := q.ring
+	p := r.prod.Load()
+	for i := range n {
+		k := (*uapi.IBUverbsWC)(r.slot(p))
+		*k = uapi.IBUverbsWC{WRID: first + uint64(i), QPNum: 7}
+		p = (p + 1) & r.mask
+	}
+	r.prod.Store(p)
+}
+
+// PollRing follows cq.RingLock's protocol: an empty ring is answered
+// without the lock (here held by the test, as a Close would), a ring with
+// completions only under it, and the error word wins over both.
+func TestPollRing(t *testing.T) {
+	q, _ := mappedCQ(t, 16)
+	defer q.Release()
+	var l cq.RingLock
+	wcs := make([]cq.WC, 4)
+	l.Lock()
+	if n, err := q.PollRing(wcs, &l); n != 0 || err != nil { // would deadlock if it locked
+		t.Fatalf("empty ring: %d, %v", n, err)
+	}
+	produce(q, 100, 6)
+	done := make(chan int)
+	go func() { n, _ := q.PollRing(wcs, &l); done <- n }()
+	select {
+	case n := <-done:
+		t.Fatalf("PollRing consumed %d completions without the lock", n)
+	case <-time.After(20 * time.Millisecond):
+	}
+	l.Unlock()
+	if n := <-done; n != 4 || wcs[0].WRID != 100 || wcs[3].WRID != 103 || wcs[3].QPNum != 7 {
+		t.Fatalf("PollRing = %d, %+v", n, wcs)
+	}
+	if n := testing.AllocsPerRun(100, func() { q.PollRing(wcs, &l) }); n != 0 {
+		t.Errorf("PollRing allocates %v times", n)
+	}
+	broken := errors.New("overrun")
+	l.Fail(broken)
+	if _, err := q.PollRing(wcs, &l); err != broken {
+		t.Errorf("PollRing of a failed CQ: %v", err)
+	}
+}
+
+// A ring given back while a lock-free PollRing may read it is replaced by
+// a placeholder that reads as an empty ring, and unmapped only once the
+// ring is unreachable.
+func TestRetire(t *testing.T) {
+	q, mem := mappedCQ(t, 64)
+	produce(q, 1, 3)
+	addr := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&mem[0])))
+	r := q.live.Load()
+	var l cq.RingLock
+	q.Release()
+	// What a PollRing that loaded the ring before Release reads now:
+	// zeros, an empty ring, and no fault.
+	if p, c := r.prod.Load(), r.cons.Load(); p != 0 || c != 0 {
+		t.Errorf("retired ring reads prod %d, cons %d; want the placeholder's zeros", p, c)
+	}
+	if n, err := q.PollRing(make([]cq.WC, 4), &l); n != 0 || err != nil {
+		t.Errorf("PollRing after Release = %d, %v", n, err)
+	}
+	if n := q.Poll(make([]cq.WC, 4)); n != 0 {
+		t.Errorf("Poll after Release = %d", n)
+	}
+	if !mapped(t, addr) {
+		t.Fatalf("the placeholder at %s is not mapped", addr)
+	}
+	runtime.KeepAlive(r)
+	r, q = nil, nil
+	deadline := time.Now().Add(10 * time.Second)
+	for mapped(t, addr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the placeholder at %s is still mapped 10 s after its ring became unreachable", addr)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// mapped reports whether a mapping starts at addr ("7f12…-").
+func mapped(t *testing.T, addr string) bool {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(maps), "\n") {
+		if strings.HasPrefix(l, addr) {
+			return true
+		}
+	}
+	return false
+}
