@@ -208,7 +208,7 @@ func ratioPanel(d *svgDoc, r *benchResult, x, y, w, h float64) {
 	for i, name := range microOrder {
 		ry := top + float64(i)*rowH
 		d.text(left-6, ry+rowH*0.65, "end", "11", "normal", labels[name])
-		ratio := median(r.MicroGo[name]) / median(r.MicroC[name])
+		ratio := best(r.MicroGo[name]) / best(r.MicroC[name])
 		if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
 			d.text(left+4, ry+rowH*0.65, "start", "10", "normal", "no C figure")
 			continue
