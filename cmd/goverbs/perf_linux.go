@@ -40,6 +40,8 @@ type perfConfig struct {
 	cqMod  int // bandwidth tests: one send in cqMod is signaled
 	server string
 	prof   string // CPU profile file, or ""
+	all    bool   // latency tests: print every sample, as perftest's -U
+	warmup time.Duration
 }
 
 // perfPeer is what the two sides exchange over TCP, as one JSON line.
@@ -69,6 +71,8 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.rx, "r", 512, "receives to post ahead (`depth` of the receive queue), as perftest's --rx-depth")
 	fs.IntVar(&c.cqMod, "Q", 100, "bandwidth tests: signal one send in `N` (and the last), as perftest's --cq-mod")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
+	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after the sides meet, before measuring (the Go runtime's sysmon settles; 0: none)")
+	fs.BoolVar(&c.all, "U", false, "latency tests: print every sample in µs, in order, before the summary (perftest's --report-unsorted)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs perf [flags]         run the server side")
 		fmt.Fprintln(fs.Output(), "       goverbs perf [flags] HOST    run the client side against HOST")
@@ -215,6 +219,14 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	if err := perfSync(conn); err != nil {
 		return err
 	}
+	// Then both spin a while before the first measured iteration, not
+	// blocking again: after a block (the sync above) the Go runtime's
+	// sysmon thread wakes every 20 µs for its first milliseconds and only
+	// then backs off to 10 ms. On a small machine where every core busy-
+	// polls (client and server on a 2-vCPU VM), each of those wakeups
+	// preempts a poller: measured, the first ~20 ms of a run are slow.
+	for start := time.Now(); time.Since(start) < c.warmup; {
+	}
 	client := c.server != ""
 	switch c.test {
 	case "send_lat":
@@ -291,12 +303,34 @@ func (s *perfSide) send(flags uverbs.SendFlags) error {
 	return err
 }
 
+// clock samples time for the latency tests as perftest does, with one
+// reading per iteration: the time between the starts of two iterations,
+// halved, is one sample. Readings are monotonic clock only: time.Now
+// would also read the wall clock, a second vDSO call each time.
+type clock struct {
+	base time.Time
+	last time.Duration
+	lat  []time.Duration
+}
+
+func newClock(n int) *clock {
+	c := &clock{base: time.Now(), lat: make([]time.Duration, 0, n)}
+	c.last = time.Since(c.base)
+	return c
+}
+
+// tick ends one iteration (and starts the next).
+func (c *clock) tick() {
+	now := time.Since(c.base)
+	c.lat = append(c.lat, (now-c.last)/2)
+	c.last = now
+}
+
 // sendLat: the client sends, the server answers; one round trip, halved,
 // is one sample, as ib_send_lat reports.
 func (s *perfSide) sendLat(client bool, n int) ([]time.Duration, error) {
-	lat := make([]time.Duration, 0, n)
+	clk := newClock(n)
 	for i := 0; i < n; i++ {
-		t0 := time.Now()
 		if client {
 			if err := s.send(0); err != nil {
 				return nil, err
@@ -317,10 +351,10 @@ func (s *perfSide) sendLat(client bool, n int) ([]time.Duration, error) {
 			return nil, err
 		}
 		if client {
-			lat = append(lat, time.Since(t0)/2)
+			clk.tick()
 		}
 	}
-	return lat, nil
+	return clk.lat, nil
 }
 
 // writeLat: each side RDMA-writes the iteration number into the last
@@ -344,15 +378,14 @@ func (s *perfSide) writeLat(client bool, n int, peer perfPeer) ([]time.Duration,
 		for atomic.LoadUint32(word) != i {
 		}
 	}
-	lat := make([]time.Duration, 0, n)
+	clk := newClock(n)
 	for i := uint32(1); i <= uint32(n); i++ {
-		t0 := time.Now()
 		if client {
 			if err := write(i); err != nil {
 				return nil, err
 			}
 			wait(i)
-			lat = append(lat, time.Since(t0)/2)
+			clk.tick()
 		} else {
 			wait(i)
 			if err := write(i); err != nil {
@@ -360,7 +393,7 @@ func (s *perfSide) writeLat(client bool, n int, peer perfPeer) ([]time.Duration,
 			}
 		}
 	}
-	return lat, nil
+	return clk.lat, nil
 }
 
 func binary32(b []byte, v uint32) {
@@ -438,8 +471,14 @@ func printLat(out io.Writer, c *perfConfig, lat []time.Duration, client bool) {
 		fmt.Fprintf(out, " %s server: %d iterations of %d bytes done\n", c.test, c.iters, c.size)
 		return
 	}
-	slices.Sort(lat)
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	if c.all {
+		fmt.Fprintf(out, " #, %s[usec]\n", c.test)
+		for i, d := range lat {
+			fmt.Fprintf(out, " %d, %.2f\n", i, us(d))
+		}
+	}
+	slices.Sort(lat)
 	var sum, sq float64
 	for _, d := range lat {
 		sum += us(d)
