@@ -32,7 +32,7 @@ import (
 var noCheckptr bool
 
 var (
-	flagBenchRounds = flag.Int("benchrounds", 1, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
+	flagBenchRounds = flag.Int("benchrounds", 2, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
 	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best")
 	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
 	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
