@@ -232,8 +232,8 @@ func ratioPanel(d *svgDoc, r *benchResult, x, y, w, h float64) {
 	d.text(left+20, bottom+28, "start", "10", "normal", "target (poll)   dashed: parity with rdma-core")
 }
 
-// tick formats an axis value: 1, 2.5, 10, 1000.
-func tick(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+// tick formats an axis value: 1, 2.5, 10, 10000.
+func tick(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // niceStep rounds a raw axis step to 1, 2 or 5 times a power of ten.
 func niceStep(raw float64) float64 {
