@@ -263,6 +263,7 @@ func ReqNotifyCQ(c *transport.Conn, cmd *transport.Cmd, handle uint32, solicited
 	if solicitedOnly {
 		req.SolicitedOnly = 1
 	}
+	cmd.Short() // the kernel only sets the CQ's arm flag
 	return c.Invoke(cmd)
 }
 
@@ -279,6 +280,7 @@ func PostSendDoorbell(c *transport.Conn, cmd *transport.Cmd, qp uint32) error {
 		transport.SizeOf[uapi.IBUverbsPostSend](), transport.SizeOf[uapi.IBUverbsPostSendResp]()))
 	req.QPHandle = qp
 	req.WqeSize = sizeofIBVSendWR
+	cmd.Short() // rxe schedules the send queue (6.1 runs it inline: tens of µs at most)
 	return c.WriteRaw(cmd)
 }
 

@@ -57,6 +57,11 @@ type Cmd struct {
 	used  int // arena bytes in use
 	err   error
 	write writeCmd // set by ResetWrite
+	// short marks a command the kernel answers at once without blocking
+	// (arming a CQ, a send doorbell): it goes through RawSyscall, which
+	// skips the Go scheduler's entry and exit (hundreds of ns under
+	// emulation). Reset clears it.
+	short bool
 }
 
 // out records where a PTR_OUT's bytes lie in the arena.
@@ -108,7 +113,13 @@ func (c *Cmd) Reset(object, method uint16) {
 	c.hdr = hdr{objectID: object, methodID: method}
 	c.nOut, c.used, c.err = 0, 0, nil
 	c.write = writeCmd{}
+	c.short = false
 }
+
+// Short marks the command as one the kernel answers at once, never
+// blocking, for RawSyscall. Only for commands that cannot sleep for long:
+// the calling thread keeps its P for the whole call.
+func (c *Cmd) Short() { c.short = true }
 
 // Err reports the first error met while building.
 func (c *Cmd) Err() error { return c.err }

@@ -191,6 +191,8 @@ func (c *Conn) ioctl(cmd *Cmd) error {
 	var e unix.Errno
 	if c.kernel != nil {
 		e = c.kernel.Ioctl(unsafe.Pointer(&cmd.hdr))
+	} else if cmd.short {
+		_, _, e = unix.RawSyscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&cmd.hdr)))
 	} else {
 		_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&cmd.hdr)))
 	}
@@ -296,6 +298,8 @@ func (c *Conn) writeSyscall(cmd *Cmd) error {
 		if e = c.kernel.Write(b); e == 0 {
 			n = uintptr(len(b))
 		}
+	} else if cmd.short {
+		n, _, e = unix.RawSyscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	} else {
 		n, _, e = unix.Syscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	}
