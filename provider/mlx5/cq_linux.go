@@ -143,13 +143,14 @@ func (q *CQ) owned(i uint32) (cqeView, bool) {
 func (q *CQ) Poll(wcs []cq.WC) int {
 	n := 0
 	ci := q.ci
+	var qps qpLookup // the QP table, read once per batch
 	for n < len(wcs) {
 		c, ok := q.owned(ci)
 		if !ok {
 			break
 		}
 		ci++
-		if q.complete(&wcs[n], c) {
+		if q.complete(&wcs[n], c, &qps) {
 			n++
 		}
 	}
@@ -160,6 +161,28 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 	return n
 }
 
+// qpLookup finds the QPs a batch of CQEs names: the context's table is
+// loaded once per batch, and a run of CQEs of one QP (the common case)
+// looks it up once.
+type qpLookup struct {
+	m    *map[uint32]*QP
+	key  uint32
+	last *QP
+}
+
+func (l *qpLookup) find(c *context, key uint32) *QP {
+	if l.last != nil && l.key == key {
+		return l.last
+	}
+	if l.m == nil {
+		if l.m = c.qps.Load(); l.m == nil {
+			return nil
+		}
+	}
+	l.key, l.last = key, (*l.m)[key]
+	return l.last
+}
+
 // setCI tells the device how far the ring has been read.
 func (q *CQ) setCI() {
 	storeBE32(unsafe.Add(q.db, dbrecSetCI), q.ci&0xffffff)
@@ -168,12 +191,12 @@ func (q *CQ) setCI() {
 // complete turns one CQE into wc: decode, then the wr_id from the QP's
 // send or receive queue, freeing the queue's slots. It returns false for
 // a CQE that is not a completion to report (of a destroyed QP, say).
-func (q *CQ) complete(w *cq.WC, c cqeView) bool {
+func (q *CQ) complete(w *cq.WC, c cqeView, qps *qpLookup) bool {
 	key := c.qpn()
 	if q.ctx.cqeVersion == 1 {
 		key = c.uidx()
 	}
-	qp := q.ctx.qp(key)
+	qp := qps.find(q.ctx, key)
 	if qp == nil {
 		return false // a QP destroyed with completions still queued
 	}

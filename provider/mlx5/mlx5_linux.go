@@ -179,15 +179,7 @@ func (c *context) Close() error {
 	return nil
 }
 
-// qp finds the QP a CQE names (by user index or QPN).
-func (c *context) qp(key uint32) *QP {
-	if m := c.qps.Load(); m != nil {
-		return (*m)[key]
-	}
-	return nil
-}
-
-// addQP publishes a QP under key.
+// setQP publishes a QP under key (nil: forgets it).
 func (c *context) setQP(key uint32, q *QP) {
 	c.qpMu.Lock()
 	defer c.qpMu.Unlock()
