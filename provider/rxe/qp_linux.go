@@ -190,7 +190,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	w.Dma.Resid = uint32(length)
 	q.ssn++
 	w.Ssn = q.ssn
-	sq.publishProd((prod + 1) & sq.mask) // release: the WQE is complete
+	sq.prod.Store((prod + 1) & sq.mask) // release: the WQE is complete
 	return nil
 }
 
@@ -226,7 +226,7 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = uint32(length), uint32(length), 0
 		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
 		putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)
-		rq.publishProd((prod + 1) & rq.mask) // release
+		rq.prod.Store((prod + 1) & rq.mask) // release
 	}
 	return len(wrs), nil
 }

@@ -7,8 +7,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goverbs/goverbs/internal/memorder"
-
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -76,12 +74,6 @@ func newQueue(mem []byte, minSlot uintptr) (*queue, error) {
 		mask:  mask,
 	}, nil
 }
-
-// publishProd and publishCons store the producer or consumer index with
-// release order and no more: a plain store on amd64 rather than
-// sync/atomic's XCHG (see internal/memorder).
-func (q *queue) publishProd(v uint32) { memorder.StoreRelease32((*uint32)(unsafe.Pointer(q.prod)), v) }
-func (q *queue) publishCons(v uint32) { memorder.StoreRelease32((*uint32)(unsafe.Pointer(q.cons)), v) }
 
 // slot returns the address of slot i (masked).
 func (q *queue) slot(i uint32) unsafe.Pointer {
