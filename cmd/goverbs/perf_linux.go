@@ -157,6 +157,7 @@ func (s *perfSide) close() {
 }
 
 func runPerf(out io.Writer, c *perfConfig) error {
+	onePoller()
 	s := &perfSide{size: c.size, wcs: make([]cq.WC, 64)}
 	defer s.close()
 	var err error
@@ -228,6 +229,10 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	for start := time.Now(); time.Since(start) < c.warmup; {
 	}
 	client := c.server != ""
+	if os.Getenv("GOVERBS_PERF_THREADS") != "" {
+		before := threadStats()
+		defer func() { printThreadDiff(os.Stderr, before, threadStats()) }()
+	}
 	switch c.test {
 	case "send_lat":
 		lat, err := s.sendLat(client, c.iters)

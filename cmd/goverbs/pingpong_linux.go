@@ -165,6 +165,7 @@ func pingpong(out io.Writer, args []string) int {
 }
 
 func runPingpong(out io.Writer, c *ppConfig) error {
+	onePoller()
 	var dev *uverbs.Context
 	var err error
 	dev, err = openDevice(c.dev)

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -256,6 +257,14 @@ func step(p *plan.Plan, s plan.Step) int {
 	}
 	if rc != 0 {
 		dumpKernelLog(20)
+	}
+	if ps := cmd.ProcessState; ps != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			// Where the step's time went: the benchmarks' tools compare by it.
+			fmt.Printf("init: %s: user %v, sys %v, %d voluntary and %d involuntary context switches\n", s.Name,
+				time.Duration(ru.Utime.Nano()).Round(time.Millisecond), time.Duration(ru.Stime.Nano()).Round(time.Millisecond),
+				ru.Nvcsw, ru.Nivcsw)
+		}
 	}
 	fmt.Printf("%s%s rc=%d took=%v\n", plan.MarkStep, s.Name, rc, took)
 	return rc

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+)
+
+// threadStat is what the kernel counts for one thread of this process:
+// scheduler run and wait time (/proc/…/schedstat, ns) and context
+// switches (/proc/…/status).
+type threadStat struct {
+	run, wait, slices int64
+	vol, invol        int64
+}
+
+// threadStats reads every thread's counters. goverbs perf prints how they
+// moved over the measured loop when GOVERBS_PERF_THREADS is set: which
+// threads ran beside the polling one, and how often the poller was
+// preempted.
+func threadStats() map[int]threadStat {
+	dirs, _ := filepath.Glob("/proc/self/task/*")
+	m := make(map[int]threadStat, len(dirs))
+	for _, d := range dirs {
+		tid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		var t threadStat
+		if b, err := os.ReadFile(d + "/schedstat"); err == nil {
+			fmt.Sscan(string(b), &t.run, &t.wait, &t.slices)
+		}
+		if b, err := os.ReadFile(d + "/status"); err == nil {
+			s := bufio.NewScanner(bytes.NewReader(b))
+			for s.Scan() {
+				fmt.Sscanf(s.Text(), "voluntary_ctxt_switches: %d", &t.vol)
+				fmt.Sscanf(s.Text(), "nonvoluntary_ctxt_switches: %d", &t.invol)
+			}
+		}
+		m[tid] = t
+	}
+	return m
+}
+
+// printThreadDiff prints, per thread, what changed between two readings.
+func printThreadDiff(w io.Writer, before, after map[int]threadStat) {
+	tids := make([]int, 0, len(after))
+	for tid := range after {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	for _, tid := range tids {
+		a, b := after[tid], before[tid]
+		fmt.Fprintf(w, "thread %d: ran %.3f ms, waited %.3f ms runnable, %d slices, %d voluntary and %d involuntary switches\n",
+			tid, float64(a.run-b.run)/1e6, float64(a.wait-b.wait)/1e6, a.slices-b.slices, a.vol-b.vol, a.invol-b.invol)
+	}
+}
+
+// onePoller gives the Go scheduler one P, as perftest and ibv_rc_pingpong
+// run on one thread, unless GOMAXPROCS is set in the environment.
+//
+// The tools poll in one goroutine that never blocks. Every 10 ms the
+// runtime preempts it (sysmon), and a preempted goroutine is queued while
+// an idle P's thread is woken to look for work: that thread, on a machine
+// with no core to spare (the benchmark VM: two vCPUs, client and server
+// each polling on one), takes a core from a poller for a scheduler slice,
+// or takes the goroutine itself to another thread. Measured with
+// GOVERBS_PERF_THREADS on 6.1: with GOMAXPROCS=2 both sides' pollers
+// spent 10-24 ms of a ~55 ms send_lat loop runnable but not running, on
+// two busy threads per process; p99 was 2.5-3x rdma-core's.
+func onePoller() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
