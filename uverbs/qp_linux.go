@@ -31,10 +31,8 @@ type QP struct {
 	// read it under their own lock and take no second one.
 	closed bool
 
-	sendMu  sync.Mutex        // serialises PostSend; guards sendWRs
-	sendWRs []provider.SendWR // scratch, reused: posting allocates nothing
-	recvMu  sync.Mutex        // serialises PostRecv; guards recvWRs
-	recvWRs []provider.RecvWR
+	sendMu sync.Mutex // serialises PostSend
+	recvMu sync.Mutex // serialises PostRecv
 }
 
 // sameSGE proves uverbs.SGE and provider.SGE share a layout, so a slice of
@@ -43,6 +41,38 @@ var _ [0]struct{} = [unsafe.Sizeof(SGE{}) - unsafe.Sizeof(provider.SGE{})]struct
 
 func providerSGL(s []SGE) []provider.SGE {
 	return unsafe.Slice((*provider.SGE)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
+// SendWR, RecvWR and AH are laid out so that the providers read the
+// callers' requests as they are: a []SendWR is a []provider.SendWR, a
+// []RecvWR a []provider.RecvWR, and a *AH a *provider.AHRef. Posting then
+// copies nothing before the provider writes the ring. These lines compile
+// only while the layouts agree (the field types are checked by the
+// conversions in the tests).
+var (
+	_ [0]struct{} = [unsafe.Sizeof(SendWR{}) - unsafe.Sizeof(provider.SendWR{})]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.Opcode) - unsafe.Offsetof(provider.SendWR{}.Opcode)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.Flags) - unsafe.Offsetof(provider.SendWR{}.Flags)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.SGL) - unsafe.Offsetof(provider.SendWR{}.SGL)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.Imm) - unsafe.Offsetof(provider.SendWR{}.Imm)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.RemoteAddr) - unsafe.Offsetof(provider.SendWR{}.RemoteAddr)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.RKey) - unsafe.Offsetof(provider.SendWR{}.RKey)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.CompareAdd) - unsafe.Offsetof(provider.SendWR{}.CompareAdd)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.Swap) - unsafe.Offsetof(provider.SendWR{}.Swap)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.AH) - unsafe.Offsetof(provider.SendWR{}.AH)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.RemoteQPN) - unsafe.Offsetof(provider.SendWR{}.RemoteQPN)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.RemoteQKey) - unsafe.Offsetof(provider.SendWR{}.RemoteQKey)]struct{}{}
+	_ [0]struct{} = [unsafe.Sizeof(RecvWR{}) - unsafe.Sizeof(provider.RecvWR{})]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(RecvWR{}.SGL) - unsafe.Offsetof(provider.RecvWR{}.SGL)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(AH{}.p)]struct{}{}
+)
+
+func providerSendWRs(w []SendWR) []provider.SendWR {
+	return unsafe.Slice((*provider.SendWR)(unsafe.Pointer(unsafe.SliceData(w))), len(w))
+}
+
+func providerRecvWRs(w []RecvWR) []provider.RecvWR {
+	return unsafe.Slice((*provider.RecvWR)(unsafe.Pointer(unsafe.SliceData(w))), len(w))
 }
 
 // PostSend posts send work requests (ibv_post_send), in order, and rings
@@ -59,27 +89,11 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	if q.closed {
 		return 0, ctx.opErr(op, ErrClosed)
 	}
-	if cap(q.sendWRs) < len(wrs) {
-		q.sendWRs = make([]provider.SendWR, len(wrs))
-	}
-	pw := q.sendWRs[:len(wrs)]
-	for i := range wrs {
-		w := &wrs[i]
-		pw[i] = provider.SendWR{
-			WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: uint32(w.Flags), SGL: providerSGL(w.SGL),
-			Imm: w.Imm, RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap,
-			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey,
-		}
-		if w.AH != nil {
-			pw[i].AH = w.AH.p
-		}
-	}
 	if err := ctx.use(op); err != nil {
 		return 0, err
 	}
-	n, err := q.p.PostSend(pw)
+	n, err := q.p.PostSend(providerSendWRs(wrs))
 	ctx.done()
-	clear(pw) // drop references to the caller's SGLs and AHs
 	if err != nil {
 		return n, ctx.opErr(op, err)
 	}
@@ -98,15 +112,7 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	if q.closed || ctx.closed.Load() {
 		return 0, ctx.opErr(op, ErrClosed)
 	}
-	if cap(q.recvWRs) < len(wrs) {
-		q.recvWRs = make([]provider.RecvWR, len(wrs))
-	}
-	pw := q.recvWRs[:len(wrs)]
-	for i := range wrs {
-		pw[i] = provider.RecvWR{WRID: wrs[i].WRID, SGL: providerSGL(wrs[i].SGL)}
-	}
-	n, err := q.p.PostRecv(pw)
-	clear(pw)
+	n, err := q.p.PostRecv(providerRecvWRs(wrs))
 	if err != nil {
 		return n, ctx.opErr(op, err)
 	}
@@ -359,8 +365,8 @@ func (q *QP) Close() error {
 
 // AH is an address handle (ibv_ah): a remote destination for UD sends.
 type AH struct {
+	p  provider.AH // first: a *AH is the provider's *provider.AHRef
 	pd *PD
-	p  provider.AH
 
 	mu     sync.Mutex
 	closed bool // guarded by mu

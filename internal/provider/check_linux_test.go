@@ -30,7 +30,7 @@ func TestCheckSend(t *testing.T) {
 		{"inline too long", rc, SendWR{Opcode: WRSend, Flags: SendInline, SGL: sge(65)}, unix.EINVAL, 0},
 		{"inline", rc, SendWR{Opcode: WRSend, Flags: SendInline, SGL: sge(64)}, nil, 64},
 		{"UD send without AH", ud, SendWR{Opcode: WRSend, SGL: sge(8)}, unix.EINVAL, 0},
-		{"UD send", ud, SendWR{Opcode: WRSendWithImm, SGL: sge(8), AH: fakeAH{}}, nil, 8},
+		{"UD send", ud, SendWR{Opcode: WRSendWithImm, SGL: sge(8), AH: &AHRef{fakeAH{}}}, nil, 8},
 		{"UD write", ud, SendWR{Opcode: WRRDMAWrite, SGL: sge(8)}, unix.EINVAL, 0},
 		{"UC write", uc, SendWR{Opcode: WRRDMAWriteWithImm, SGL: sge(8)}, nil, 8},
 		{"UC read", uc, SendWR{Opcode: WRRDMARead, SGL: sge(8)}, unix.EINVAL, 0},

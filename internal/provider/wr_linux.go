@@ -44,10 +44,16 @@ type SendWR struct {
 	CompareAdd uint64
 	Swap       uint64
 	// UD only.
-	AH         AH
+	AH         *AHRef
 	RemoteQPN  uint32
 	RemoteQKey uint32
 }
+
+// AHRef is how a send request names its address handle: a pointer to a
+// handle whose first field is the provider's AH. uverbs.AH is laid out so
+// (checked there), which lets uverbs hand its callers' requests to the
+// provider as they are, with no copy.
+type AHRef struct{ AH AH }
 
 // RecvWR is a receive work request.
 type RecvWR struct {

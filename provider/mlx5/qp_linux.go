@@ -292,8 +292,10 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	inline := wr.Flags&provider.SendInline != 0
 	var ah *AH
 	if q.ud {
-		var ok bool
-		if ah, ok = wr.AH.(*AH); !ok || ah == nil {
+		if wr.AH != nil {
+			ah, _ = wr.AH.AH.(*AH)
+		}
+		if ah == nil {
 			return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
 		}
 	}

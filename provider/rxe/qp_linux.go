@@ -130,8 +130,11 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	}
 	var ahNum uint32
 	if q.typ == uapi.IB_UVERBS_QPT_UD {
-		ah, ok := wr.AH.(*AH)
-		if !ok || ah == nil {
+		var ah *AH
+		if wr.AH != nil {
+			ah, _ = wr.AH.AH.(*AH)
+		}
+		if ah == nil {
 			return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
 		}
 		if ah.num == 0 {
