@@ -18,6 +18,7 @@ import (
 type threadStat struct {
 	run, wait, slices int64
 	vol, invol        int64
+	wchan             string // where it sleeps in the kernel: tells sysmon (nanosleep) from a parked M (futex) or the netpoller (epoll)
 }
 
 // threadStats reads every thread's counters. goverbs perf prints how they
@@ -43,6 +44,9 @@ func threadStats() map[int]threadStat {
 				fmt.Sscanf(s.Text(), "nonvoluntary_ctxt_switches: %d", &t.invol)
 			}
 		}
+		if b, err := os.ReadFile(d + "/wchan"); err == nil {
+			t.wchan = string(b)
+		}
 		m[tid] = t
 	}
 	return m
@@ -57,8 +61,8 @@ func printThreadDiff(w io.Writer, before, after map[int]threadStat) {
 	sort.Ints(tids)
 	for _, tid := range tids {
 		a, b := after[tid], before[tid]
-		fmt.Fprintf(w, "thread %d: ran %.3f ms, waited %.3f ms runnable, %d slices, %d voluntary and %d involuntary switches\n",
-			tid, float64(a.run-b.run)/1e6, float64(a.wait-b.wait)/1e6, a.slices-b.slices, a.vol-b.vol, a.invol-b.invol)
+		fmt.Fprintf(w, "thread %d: ran %.3f ms, waited %.3f ms runnable, %d slices, %d voluntary and %d involuntary switches, sleeps in %q\n",
+			tid, float64(a.run-b.run)/1e6, float64(a.wait-b.wait)/1e6, a.slices-b.slices, a.vol-b.vol, a.invol-b.invol, a.wchan)
 	}
 }
 

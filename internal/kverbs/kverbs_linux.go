@@ -3,6 +3,7 @@ package kverbs
 import (
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -272,16 +273,38 @@ func ReqNotifyCQ(c *transport.Conn, cmd *transport.Cmd, handle uint32, solicited
 // anything below sizeof(struct ib_uverbs_send_wr) (56).
 const sizeofIBVSendWR = 128
 
-// PostSendDoorbell tells the kernel that a user QP's send queue has new
-// work: a POST_SEND write command with no work requests, through
-// write(2), as rxe expects. It uses the caller's cmd and allocates nothing.
-func PostSendDoorbell(c *transport.Conn, cmd *transport.Cmd, qp uint32) error {
-	req := transport.As[uapi.IBUverbsPostSend](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_POST_SEND, false,
-		transport.SizeOf[uapi.IBUverbsPostSend](), transport.SizeOf[uapi.IBUverbsPostSendResp]()))
-	req.QPHandle = qp
-	req.WqeSize = sizeofIBVSendWR
-	cmd.Short() // rxe schedules the send queue (6.1 runs it inline: tens of µs at most)
-	return c.WriteRaw(cmd)
+// SendDoorbell tells the kernel that a user QP's send queue has new work:
+// a POST_SEND write command with no work requests, through write(2), as
+// rxe expects. The command never changes for a QP, so it is built once,
+// with room for the kernel's reply, and each Ring sends it as it is.
+// It must stay where NewSendDoorbell put it (the command holds the
+// address of its reply): keep the pointer.
+type SendDoorbell struct {
+	msg  [8 + unsafe.Sizeof(uapi.IBUverbsPostSend{})]byte // struct ib_uverbs_cmd_hdr, then the command
+	resp uapi.IBUverbsPostSendResp
+}
+
+// NewSendDoorbell builds the doorbell of the QP with this handle.
+func NewSendDoorbell(qp uint32) *SendDoorbell {
+	d := new(SendDoorbell)
+	ne := binary.NativeEndian
+	ne.PutUint32(d.msg[0:], uapi.IB_USER_VERBS_CMD_POST_SEND)
+	ne.PutUint16(d.msg[4:], uint16(len(d.msg)/4))            // in_words, the header included
+	ne.PutUint16(d.msg[6:], uint16(unsafe.Sizeof(d.resp)/4)) // out_words
+	var req uapi.IBUverbsPostSend
+	ne.PutUint64(d.msg[8+unsafe.Offsetof(req.Response):], uint64(uintptr(unsafe.Pointer(&d.resp))))
+	ne.PutUint32(d.msg[8+unsafe.Offsetof(req.QPHandle):], qp)
+	ne.PutUint32(d.msg[8+unsafe.Offsetof(req.WqeSize):], sizeofIBVSendWR) // wr_count, sge_count: 0
+	return d
+}
+
+// Ring sends the doorbell. The kernel answers at once (rxe schedules the
+// send queue; 6.1 runs it inline: tens of µs at most), so it goes through
+// RawSyscall (transport.Conn.WriteShort). It allocates nothing.
+func (d *SendDoorbell) Ring(c *transport.Conn) error {
+	err := c.WriteShort(d.msg[:])
+	runtime.KeepAlive(d) // the kernel wrote its reply into d.resp
+	return err
 }
 
 // ResizeCQ asks the kernel to resize a CQ to at least cqe entries and

@@ -170,8 +170,32 @@ func (c *Conn) Invoke(cmd *Cmd) error {
 	return c.ioctl(cmd)
 }
 
+// WriteShort sends msg, a whole write command (header included) built by
+// the caller, through write(2) as it is, with RawSyscall: only for a
+// command the kernel answers at once (see Cmd.Short). rxe's send doorbell
+// is built once per QP and sent so (kverbs.SendDoorbell): no command
+// building on the post path.
+func (c *Conn) WriteShort(msg []byte) error {
+	var n uintptr
+	var e unix.Errno
+	if c.kernel != nil {
+		if e = c.kernel.Write(msg); e == 0 {
+			n = uintptr(len(msg))
+		}
+	} else {
+		n, _, e = unix.RawSyscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(unsafe.SliceData(msg))), uintptr(len(msg)))
+	}
+	if e != 0 {
+		return e
+	}
+	if int(n) != len(msg) {
+		return unix.EIO
+	}
+	return nil
+}
+
 // WriteRaw sends a write command through write(2) whatever the kernel
-// supports: rxe's send doorbell is such a write, as in rdma-core.
+// supports.
 func (c *Conn) WriteRaw(cmd *Cmd) error {
 	if cmd.err != nil {
 		return cmd.err

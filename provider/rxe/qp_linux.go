@@ -59,7 +59,7 @@ type QP struct {
 	k        kverbs.QP
 	typ      uint8
 	sq, rq   *queue
-	doorbell *transport.Cmd
+	doorbell *kverbs.SendDoorbell
 	ssn      uint32
 }
 
@@ -70,7 +70,7 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &QP{conn: c.conn, k: k, typ: r.Type, doorbell: new(transport.Cmd)}
+	q := &QP{conn: c.conn, k: k, typ: r.Type, doorbell: kverbs.NewSendDoorbell(k.Handle)}
 	if q.sq, err = mapQueue(c.fd, resp.SqMi, sendWQEHeader); err != nil {
 		kverbs.DestroyQP(c.conn, k.Handle)
 		return nil, fmt.Errorf("rxe send queue: %w", err)
@@ -108,7 +108,7 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		}
 	}
 	if n > 0 {
-		if derr := kverbs.PostSendDoorbell(q.conn, q.doorbell, q.k.Handle); derr != nil && err == nil {
+		if derr := q.doorbell.Ring(q.conn); derr != nil && err == nil {
 			err = fmt.Errorf("send doorbell: %w", derr)
 		}
 	}
