@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -23,20 +24,81 @@ const cqeBytes = 64
 // device writes and Poll reads, a doorbell record that tells the device
 // how far we have read, and a UAR doorbell that arms it. Polling and
 // arming make no syscall.
+//
+// It is a cq.Ring: PollRing, which cq.CQ.Poll calls, looks at the CQE at
+// the consumer index with no lock, concurrently with everything, and
+// takes the CQ's lock only to consume. For that, a ring's memory is never
+// unmapped while a PollRing may read it: Destroy, Release and Resize
+// retire it (retire), and the retired memory is given back only once
+// nothing can reach it.
 type CQ struct {
 	ctx    *context
 	handle uint32
 	cqn    uint32
 
+	// The fields below are the locked side's: Poll, ReqNotify, Resize,
+	// the clean of a reset QP, Destroy and Release run under the cq
+	// package's lock (or before the CQ is shared).
 	buf     dmaBuf
 	ring    unsafe.Pointer // CQE 0 (its 64-byte part)
 	ncqe    uint32         // a power of two
 	lgNCQE  uint32
-	cqeSize uint32 // 64 or 128
+	cqeSize uint32 // 64 or 128; 0 once released (every index names releasedCQE)
 
 	db    unsafe.Pointer // doorbell record: be32 consumer index, be32 arm word
 	ci    uint32         // consumer index, free-running
 	armSN uint32         // arm sequence number: advanced per event read
+
+	cur  *cqRing                // buf's cqRing, where setCI publishes ci; nil once released
+	live atomic.Pointer[cqRing] // cur again, for PollRing's look; nil once released
+}
+
+var _ cq.Ring = (*CQ)(nil) // uverbs hands it to cq.CQ.Poll (cqBackend.Ring)
+
+// cqRing is what PollRing reads of a CQ's ring without the lock: where
+// the CQEs are, how many, how big, and the consumer index. It is made
+// with its buffer, and all but ci stay as they are; ci is the locked
+// side's q.ci, stored after it (setCI). One atomic load of CQ.live gives
+// a ring and the index into that same ring, even across a Resize, which
+// publishes a new cqRing.
+type cqRing struct {
+	mem  dmaBuf         // the ring's mapping; once published, only retire gives it back
+	cqe0 unsafe.Pointer // CQE 0 (its 64-byte part)
+	mask uint32         // the CQEs (a power of two), less one
+	lg   uint32         // log2 of the CQEs
+	size uint32         // bytes a CQE: 64 or 128
+	ci   atomic.Uint32  // the consumer index, free-running, as setCI last published it
+}
+
+// newRing allocates a ring of n CQEs (a power of two) of size bytes,
+// every one invalid.
+func newRing(n, size uint32) (*cqRing, error) {
+	buf, err := allocDMA(int(n * size))
+	if err != nil {
+		return nil, err
+	}
+	initCQEs(buf, n, size)
+	return &cqRing{mem: buf, cqe0: unsafe.Add(buf.ptr(), size-cqeSize64),
+		mask: n - 1, lg: uint32(bits.TrailingZeros32(n)), size: size}, nil
+}
+
+// at returns the address of the 64-byte CQE at index i (masked).
+func (r *cqRing) at(i uint32) unsafe.Pointer {
+	return unsafe.Add(r.cqe0, uintptr(i&r.mask)*uintptr(r.size))
+}
+
+// ready reports whether the CQE at the published consumer index is the
+// software's: the test Poll's owned makes, without owned's read fence,
+// since nothing more of the CQE is read here. It can be wrong only about
+// what moves while it looks. A CQE the device is writing may be missed:
+// it came during the look. With a Poll consuming at the same time, the
+// index read may be stale: its CQE consumed, which says true and costs
+// only the lock; or already written over by the device's next pass,
+// which says false, but then every CQE there was when the look began
+// went to that Poll, and the one there now came during the look.
+func (r *cqRing) ready() bool {
+	ci := r.ci.Load()
+	return mine(opOwnWord((*uint32)(unsafe.Add(r.at(ci), cqeWQECounter))), ci, r.lg)
 }
 
 // CreateCQ allocates the ring and doorbell record, then creates the CQ in
@@ -82,14 +144,21 @@ func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
 
 // alloc sets up a ring of n CQEs (a power of two), every one invalid.
 func (q *CQ) alloc(n uint32) error {
-	buf, err := allocDMA(int(n * q.cqeSize))
+	r, err := newRing(n, q.cqeSize)
 	if err != nil {
 		return err
 	}
-	initCQEs(buf, n, q.cqeSize)
-	q.buf, q.ncqe, q.lgNCQE = buf, n, uint32(bits.TrailingZeros32(n))
-	q.ring = unsafe.Add(buf.ptr(), q.cqeSize-cqeSize64)
+	q.use(r)
 	return nil
+}
+
+// use makes r the CQ's ring, for Poll and for PollRing, with the
+// consumer index where it is.
+func (q *CQ) use(r *cqRing) {
+	q.buf, q.ring, q.ncqe, q.lgNCQE = r.mem, r.cqe0, r.mask+1, r.lg
+	q.cur = r
+	r.ci.Store(q.ci)
+	q.live.Store(r) // after ci: a PollRing that loads r reads r's index
 }
 
 // initCQEs marks n CQEs of size bytes invalid, owned by the device.
@@ -120,22 +189,61 @@ func (q *CQ) cqe(i uint32) cqeView {
 // opOwn reads a CQE's op_own byte with one atomic load of its last word,
 // which the device writes last.
 func opOwn(c cqeView) uint8 {
-	w := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c[cqeWQECounter])))
+	return opOwnWord((*uint32)(unsafe.Pointer(&c[cqeWQECounter])))
+}
+
+// opOwnWord is opOwn from a pointer to the CQE's last word.
+func opOwnWord(p *uint32) uint8 {
+	w := atomic.LoadUint32(p)
 	var b [4]byte
 	binary.NativeEndian.PutUint32(b[:], w)
 	return b[3]
 }
 
-// owned reports whether the CQE at index i is ours: a valid opcode, and
-// the owner bit of the pass the index is on.
+// mine reports whether op_own oo, read at index i of a ring of 2^lg CQEs,
+// is a CQE for software: a valid opcode, and the owner bit of the pass
+// the index is on.
+func mine(oo uint8, i, lg uint32) bool {
+	return oo>>cqeOpcodeShift != cqeInvalid && uint32(oo&cqeOwnerMask) == i>>lg&1
+}
+
+// owned reports whether the CQE at index i is ours (mine), fenced so
+// that the rest of it is read after its owner bit.
 func (q *CQ) owned(i uint32) (cqeView, bool) {
 	c := q.cqe(i)
-	oo := opOwn(c)
-	if oo>>cqeOpcodeShift == cqeInvalid || uint32(oo&cqeOwnerMask) != i>>q.lgNCQE&1 {
+	if !mine(opOwn(c), i, q.lgNCQE) {
 		return nil, false
 	}
 	readFence() // the owner bit before the rest of the CQE
 	return c, true
+}
+
+// PollRing is cq.CQ.Poll, following cq.RingLock's protocol: an empty
+// ring costs a look at one CQE's op_own, no lock and no system call; a
+// released ring reads as empty.
+//
+// The look holds r, the ring it loaded, until it has read the CQE: r is
+// compared with q.live after the read, which keeps it reachable (so
+// retire's cleanup cannot unmap what is being read) and catches a ring
+// retired in between: the retired memory reads as zeros, which may look
+// empty or not, so a ring that is no longer live is polled under the
+// lock, which sees the CQ as it is.
+func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
+	if e := l.Err(); e != nil {
+		return 0, *e
+	}
+	r := q.live.Load()
+	if r == nil || !r.ready() && q.live.Load() == r {
+		return 0, nil
+	}
+	l.Lock()
+	if e := l.Err(); e != nil {
+		l.Unlock()
+		return 0, *e
+	}
+	n := q.Poll(wcs)
+	l.Unlock()
+	return n, nil
 }
 
 // Poll moves up to len(wcs) completions out of the ring, finding each
@@ -183,8 +291,9 @@ func (l *qpLookup) find(c *context, key uint32) *QP {
 	return l.last
 }
 
-// setCI tells the device how far the ring has been read.
+// setCI tells the device how far the ring has been read, and PollRing.
 func (q *CQ) setCI() {
+	q.cur.ci.Store(q.ci)
 	storeBE32(unsafe.Add(q.db, dbrecSetCI), q.ci&0xffffff)
 }
 
@@ -248,44 +357,52 @@ func (q *CQ) Resize(n int) (int, error) {
 	if held := q.held(); held >= int(ncqe) {
 		return q.Size(), fmt.Errorf("%d entries cannot hold the %d completions queued: %w", ncqe-1, held, unix.EINVAL)
 	}
-	old := *q
-	if err := q.alloc(ncqe); err != nil {
-		return old.Size(), err
-	}
-	fresh := *q
-	*q = old
-	req := uapi.Mlx5IBResizeCQ{BufAddr: uapi.NewPointer(fresh.buf.ptr()), CQESize: uint16(q.cqeSize)}
-	if _, err := kverbs.ResizeCQ(q.ctx.conn, q.handle, ncqe-1, bytesOf(&req), nil); err != nil {
-		fresh.buf.free()
+	fresh, err := newRing(ncqe, q.cqeSize)
+	if err != nil {
 		return q.Size(), err
 	}
-	// Copy what the old ring holds up to the resize CQE, each to the index
-	// after its own: the resize CQE takes an index of the sequence.
+	req := uapi.Mlx5IBResizeCQ{BufAddr: uapi.NewPointer(fresh.mem.ptr()), CQESize: uint16(q.cqeSize)}
+	if _, err := kverbs.ResizeCQ(q.ctx.conn, q.handle, ncqe-1, bytesOf(&req), nil); err != nil {
+		fresh.mem.free()
+		return q.Size(), err
+	}
+	if err := q.moveTo(fresh); err != nil {
+		fresh.mem.free()
+		return q.Size(), err
+	}
+	return q.Size(), nil
+}
+
+// moveTo ends a resize, once the device has gone on to fresh: what the
+// old ring holds up to the device's resize CQE is copied into fresh, each
+// CQE to the index after its own (the resize CQE takes an index of the
+// sequence), then fresh is published and the old ring retired. fresh is
+// no one else's yet, so plain stores fill it.
+func (q *CQ) moveTo(fresh *cqRing) error {
 	i := q.ci
 	for {
 		c, ok := q.owned(i)
 		if !ok {
 			// The kernel returned, so the device has written the marker.
-			fresh.buf.free()
-			return q.Size(), fmt.Errorf("mlx5 resize: no resize CQE in the old ring at %d: %w", i, unix.EIO)
+			return fmt.Errorf("mlx5 resize: no resize CQE in the old ring at %d: %w", i, unix.EIO)
 		}
 		if c.opcode() == cqeResizeCQ {
 			break
 		}
-		d := fresh.cqe(i + 1)
+		d := unsafe.Slice((*byte)(fresh.at(i+1)), cqeSize64)
 		copy(d, c)
-		d[cqeOpOwn] = d[cqeOpOwn]&^cqeOwnerMask | uint8((i+1)>>fresh.lgNCQE&1)
+		d[cqeOpOwn] = d[cqeOpOwn]&^cqeOwnerMask | uint8((i+1)>>fresh.lg&1)
 		i++
 		if i-q.ci > q.ncqe {
-			fresh.buf.free()
-			return q.Size(), fmt.Errorf("mlx5 resize: no resize CQE in the old ring: %w", unix.EIO)
+			return fmt.Errorf("mlx5 resize: no resize CQE in the old ring: %w", unix.EIO)
 		}
 	}
-	q.buf.free()
-	q.buf, q.ring, q.ncqe, q.lgNCQE = fresh.buf, fresh.ring, fresh.ncqe, fresh.lgNCQE
+	old := q.cur
 	q.ci++ // past the copied-over start: the index the resize CQE took
+	q.use(fresh)
+	retire(old) // a PollRing may still be reading it
 	q.setCI()
-	return q.Size(), nil
+	return nil
 }
 
 // held counts the completions in the ring now.
@@ -336,7 +453,7 @@ func (q *CQ) slot(i uint32) []byte {
 	return q.buf[off : off+uintptr(q.cqeSize)]
 }
 
-// Destroy destroys the CQ in the kernel, then frees its ring.
+// Destroy destroys the CQ in the kernel, then gives its ring back.
 func (q *CQ) Destroy() (kverbs.Events, error) {
 	ev, err := kverbs.DestroyCQ(q.ctx.conn, q.handle)
 	if err != nil {
@@ -346,13 +463,52 @@ func (q *CQ) Destroy() (kverbs.Events, error) {
 	return ev, nil
 }
 
-// Release frees the ring and doorbell record.
+// Release gives the ring back (retire) and frees the doorbell record.
+// PollRing may run after it, and reads the CQ as empty; so does Poll,
+// which finds releasedCQE at every index.
 func (q *CQ) Release() {
-	if q.buf != nil {
-		q.buf.free()
-		q.buf = nil
-		q.ctx.dbs.put(q.db)
+	if q.buf == nil {
+		return
 	}
+	q.live.Store(nil)
+	retire(q.cur)
+	q.cur, q.buf = nil, nil
+	// A CQE size of 0 makes every index name the one CQE at q.ring; Size
+	// stays what it was.
+	q.ring, q.cqeSize = unsafe.Pointer(&releasedCQE), 0
+	q.ctx.dbs.put(q.db)
+}
+
+// releasedCQE is the ring of a released CQ: one invalid CQE, as words
+// for opOwn's atomic load of the last one.
+var releasedCQE = func() (c [cqeSize64 / 4]uint32) {
+	c[len(c)-1] = binary.NativeEndian.Uint32([]byte{0, 0, 0, cqeInvalid << cqeOpcodeShift})
+	return c
+}()
+
+// retire gives back a CQ ring that PollRing may still be reading, with
+// no lock, on another goroutine: the ring of a destroyed or released CQ,
+// or the old ring of a resized one. The device writes it no more (the
+// kernel destroyed the CQ, or moved it to the new ring), but unmapping
+// it now could fault that reader. So its pages are replaced at once, at
+// the same address, by an anonymous read-only mapping that reads as
+// zeros (PollRing polls under the lock when it finds its ring no longer
+// live, whatever it read), and that placeholder is unmapped once the
+// garbage collector finds r unreachable, when no PollRing can be reading
+// it. Should the placeholder fail to map, the ring itself waits for the
+// collector.
+func retire(r *cqRing) {
+	if r == nil || r.mem == nil {
+		return
+	}
+	mem := r.mem
+	// On failure the ring itself stays mapped, for the cleanup to unmap.
+	_, _ = unix.MmapPtr(-1, 0, mem.ptr(), uintptr(len(mem)),
+		unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	// unix.Munmap finds the mapping by its first byte, which MAP_FIXED
+	// kept. The cleanup's argument is the mapping, not r: r stays
+	// collectable.
+	runtime.AddCleanup(r, func(mem []byte) { unix.Munmap(mem) }, []byte(mem))
 }
 
 // storeBE32 stores v big-endian at p with one atomic store: doorbell

@@ -2,7 +2,13 @@ package mlx5
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -424,6 +430,7 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	c, _ := testCtx(t)
 	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
 	q := testCQ(t, c, 16, 64)
+	var l cq.RingLock
 	wcs := make([]cq.WC, 16)
 	swr := []provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
 	rwr := []provider.RecvWR{{SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
@@ -432,6 +439,13 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 		"poll one": func() {
 			writeCQE(q.buf, 16, 64, q.ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX})
 			q.Poll(wcs)
+		},
+		"poll ring empty": func() { q.PollRing(wcs, &l) },
+		"poll ring one": func() {
+			writeCQE(q.buf, 16, 64, q.ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX})
+			if n, _ := q.PollRing(wcs, &l); n != 1 {
+				t.Errorf("PollRing of one completion: %d", n)
+			}
 		},
 		"req notify": func() { q.ReqNotify(false) },
 		"post send":  func() { qp.PostSend(swr); qp.sq.tail.Store(qp.sq.head) },
@@ -478,4 +492,254 @@ func TestCleanCQ(t *testing.T) {
 			t.Errorf("%d-byte CQEs: after clean (-want +got):\n%s", size, d)
 		}
 	}
+}
+
+// sendCQE is a requester CQE of the test QP for its send WQE number pi,
+// whose wr_id the test has set to wrid.
+func sendCQE(qp *QP, pi uint32, wrid uint64) cqeFields {
+	idx := pi & (qp.sq.wqeCnt - 1)
+	qp.sq.wrid[idx], qp.sq.wqeHead[idx] = wrid, pi
+	return cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(idx)}
+}
+
+// PollRing follows cq.RingLock's protocol: an empty ring is answered
+// without the lock (here held by the test, as a Close would), a ring with
+// completions only under it, and the error word wins over both. The
+// consumer index it looks at follows Poll across the owner bit's passes.
+func TestPollRing(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	for _, size := range []uint32{64, 128} {
+		q := testCQ(t, c, 8, size)
+		var l cq.RingLock
+		wcs := make([]cq.WC, 3)
+		if n, err := pollHeld(t, q, wcs, &l); n != 0 || err != nil {
+			t.Fatalf("%d-byte CQEs: empty ring: %d, %v", size, n, err)
+		}
+		l.Lock()
+		writeCQE(q.buf, 8, size, 0, sendCQE(qp, 0, 100))
+		done := make(chan int)
+		go func() { n, _ := q.PollRing(wcs, &l); done <- n }()
+		select {
+		case n := <-done:
+			t.Fatalf("%d-byte CQEs: PollRing consumed %d completions without the lock", size, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+		l.Unlock()
+		if n := <-done; n != 1 || wcs[0].WRID != 100 || wcs[0].QPNum != 0x1234 {
+			t.Fatalf("%d-byte CQEs: PollRing = %d, %+v", size, n, wcs[0])
+		}
+		// Pass after pass, in batches of 3: every CQE comes once, in order,
+		// and a drained ring is empty to a PollRing that cannot lock.
+		pi, got := uint32(1), uint64(1)
+		for pass := 0; pass < 5; pass++ {
+			for k := 0; k < 7; k++ {
+				writeCQE(q.buf, 8, size, pi, sendCQE(qp, pi, 100+uint64(pi)))
+				pi++
+			}
+			for {
+				n, err := q.PollRing(wcs, &l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				for _, w := range wcs[:n] {
+					if w.WRID != 100+got {
+						t.Fatalf("%d-byte CQEs, pass %d: wr_id %d, want %d", size, pass, w.WRID, 100+got)
+					}
+					got++
+				}
+			}
+			if got != uint64(pi) {
+				t.Fatalf("%d-byte CQEs, pass %d: polled up to %d, want %d", size, pass, got, pi)
+			}
+			if n, err := pollHeld(t, q, wcs, &l); n != 0 || err != nil {
+				t.Fatalf("%d-byte CQEs, pass %d: drained ring: %d, %v", size, pass, n, err)
+			}
+		}
+		broken := errors.New("overrun")
+		l.Fail(broken)
+		if _, err := q.PollRing(wcs, &l); err != broken {
+			t.Errorf("%d-byte CQEs: PollRing of a failed, empty CQ: %v", size, err)
+		}
+		writeCQE(q.buf, 8, size, pi, sendCQE(qp, pi, 1))
+		if n, err := q.PollRing(wcs, &l); n != 0 || err != broken {
+			t.Errorf("%d-byte CQEs: PollRing of a failed CQ with a completion: %d, %v", size, n, err)
+		}
+	}
+}
+
+// pollHeld calls PollRing while the test holds l, as a Close or Resize
+// would: an empty ring must be answered without the lock, or the test
+// fails.
+func pollHeld(t *testing.T, q *CQ, wcs []cq.WC, l *cq.RingLock) (int, error) {
+	t.Helper()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	l.Lock()
+	defer l.Unlock()
+	go func() { n, err := q.PollRing(wcs, l); done <- result{n, err} }()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-time.After(5 * time.Second):
+		t.Fatal("PollRing waits for the lock")
+		return 0, nil
+	}
+}
+
+// A ring given back (Release, as Destroy does) while a lock-free PollRing
+// may read it is replaced by a read-only placeholder, and unmapped only
+// once the ring is unreachable. PollRing and Poll after Release find the
+// CQ empty.
+func TestPollRingReleased(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	q := testCQ(t, c, 64, 64)
+	for pi := uint32(0); pi < 3; pi++ {
+		writeCQE(q.buf, 64, 64, pi, sendCQE(qp, pi, uint64(pi)))
+	}
+	addr := uintptr(q.buf.ptr())
+	size := q.Size()
+	r := q.live.Load()
+	if !r.ready() {
+		t.Fatal("a ring with 3 completions is not ready")
+	}
+	var l cq.RingLock
+	q.Release()
+	// What a PollRing that loaded the ring before Release reads now: the
+	// placeholder's zeros, and no fault.
+	if oo := opOwnWord((*uint32)(unsafe.Add(r.at(0), cqeWQECounter))); oo != 0 {
+		t.Errorf("retired ring: op_own %#x, want the placeholder's 0", oo)
+	}
+	r.ready() // no fault
+	if n, err := q.PollRing(make([]cq.WC, 4), &l); n != 0 || err != nil {
+		t.Errorf("PollRing after Release = %d, %v", n, err)
+	}
+	if n := q.Poll(make([]cq.WC, 4)); n != 0 {
+		t.Errorf("Poll after Release = %d", n)
+	}
+	if q.Size() != size {
+		t.Errorf("Size after Release = %d, want %d", q.Size(), size)
+	}
+	if perm := mapping(t, addr); perm != "r--p" {
+		t.Fatalf("the placeholder at %#x: %q, want a read-only mapping", addr, perm)
+	}
+	runtime.KeepAlive(r)
+	r = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for mapping(t, addr) == "r--p" { // gone, or the address reused for something else
+		if time.Now().After(deadline) {
+			t.Fatalf("the placeholder at %#x is still mapped 10 s after its ring became unreachable", addr)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A resize moves what the old ring holds to the new one (the test plays
+// the device's part: the resize CQE, then Resize's own moveTo): PollRing
+// finds those completions in the new ring, in order, then the device's
+// next ones there; the old ring is retired.
+func TestPollRingResize(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	for _, size := range []uint32{64, 128} {
+		q := testCQ(t, c, 8, size)
+		var l cq.RingLock
+		wcs := make([]cq.WC, 8)
+		// Start on the second pass, mid-ring, so the copies cross the wrap.
+		q.ci = 13
+		q.setCI()
+		pi := q.ci
+		for k := 0; k < 5; k++ {
+			writeCQE(q.buf, 8, size, pi, sendCQE(qp, pi, uint64(pi)))
+			pi++
+		}
+		addr := uintptr(q.buf.ptr())
+		old := q.live.Load()
+		writeCQE(q.buf, 8, size, pi, cqeFields{opcode: uapi.MLX5_CQE_RESIZE_CQ})
+		pi++
+		fresh, err := newRing(32, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Lock() // as cq.CQ.Resize holds it
+		if err := q.moveTo(fresh); err != nil {
+			t.Fatal(err)
+		}
+		// With the lock still held: the new ring is not empty.
+		done := make(chan int)
+		go func() { n, _ := q.PollRing(wcs[:2], &l); done <- n }()
+		select {
+		case n := <-done:
+			t.Fatalf("%d-byte CQEs: PollRing consumed %d completions of the new ring without the lock", size, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+		l.Unlock()
+		if n := <-done; n != 2 || wcs[0].WRID != 13 || wcs[1].WRID != 14 {
+			t.Fatalf("%d-byte CQEs: first PollRing after the resize = %d, %+v", size, n, wcs[:n])
+		}
+		if q.live.Load() != fresh || q.Size() != 31 {
+			t.Fatalf("%d-byte CQEs: after moveTo, the live ring is not the new one (size %d)", size, q.Size())
+		}
+		if perm := mapping(t, addr); perm != "r--p" {
+			t.Errorf("%d-byte CQEs: the old ring at %#x: %q, want the read-only placeholder", size, addr, perm)
+		}
+		// What a PollRing that loaded the old ring before the resize reads
+		// now: the placeholder's zeros, and no fault.
+		if oo := opOwnWord((*uint32)(unsafe.Add(old.at(old.ci.Load()), cqeWQECounter))); oo != 0 {
+			t.Errorf("%d-byte CQEs: retired ring: op_own %#x, want the placeholder's 0", size, oo)
+		}
+		// The device goes on in the new ring, after the resize CQE's index.
+		for k := 0; k < 3; k++ {
+			writeCQE(q.buf, 32, size, pi, sendCQE(qp, pi, uint64(pi)))
+			pi++
+		}
+		want := []uint64{15, 16, 17, 19, 20, 21} // 18 is the resize CQE
+		var got []uint64
+		for {
+			n, err := q.PollRing(wcs, &l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			for _, w := range wcs[:n] {
+				got = append(got, w.WRID)
+			}
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%d-byte CQEs: after the resize (-want +got):\n%s", size, d)
+		}
+		if ci := dbWord(q.db, 0); ci != pi {
+			t.Errorf("%d-byte CQEs: doorbell record consumer index %d, want %d", size, ci, pi)
+		}
+		if n, err := pollHeld(t, q, wcs, &l); n != 0 || err != nil {
+			t.Errorf("%d-byte CQEs: drained new ring: %d, %v", size, n, err)
+		}
+	}
+}
+
+// mapping returns the permissions of the mapping that holds addr, or ""
+// if none does. (The kernel may merge a placeholder with a neighbour.)
+func mapping(t *testing.T, addr uintptr) string {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(maps), "\n") {
+		var lo, hi uintptr
+		var perm string
+		if _, err := fmt.Sscanf(l, "%x-%x %s", &lo, &hi, &perm); err == nil && lo <= addr && addr < hi {
+			return perm
+		}
+	}
+	return ""
 }
