@@ -125,7 +125,7 @@ func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v }
 // CQ is a completion queue (ibv_cq).
 //
 // All its methods are safe for concurrent use. A Poll that finds the CQ
-// empty takes no lock (where the provider's ring allows it: rxe); a Poll
+// empty takes no lock (both providers, rxe and mlx5, allow it); a Poll
 // that consumes, ReqNotify, Resize and Close serialise on one lock, so
 // two Polls never take the same completion, and a Close racing a Poll
 // never unmaps the ring under it: the racing Poll returns 0 or ErrClosed
@@ -225,7 +225,7 @@ var errPollClosed error = &OpError{Op: "poll cq", Err: ErrClosed}
 // empty, never more than len(wcs), and never consumes a completion it has
 // no room for: what it leaves stays for the next Poll. A polled
 // completion is gone from the CQ for good. Poll makes no system call and
-// allocates nothing; on an empty rxe CQ it takes no lock either. It is
+// allocates nothing; on an empty CQ it takes no lock either. It is
 // one call into the provider, small enough to be inlined into the caller.
 func (c *CQ) Poll(wcs []WC) (int, error) {
 	return c.ring.PollRing(wcs, &c.lock)

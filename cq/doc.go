@@ -39,8 +39,8 @@
 //     goroutines polling one CQ take turns, each completion goes to
 //     exactly one Poll, and a Close racing a Poll never unmaps the ring
 //     under it (the racing Poll returns 0 or [ErrClosed]). A Poll that
-//     finds an rxe CQ empty takes no lock: it reads the ring's two
-//     indices, and the provider keeps a ring it gave back readable until
+//     finds the CQ empty takes no lock: it reads the ring's two
+//     indices (rxe) or the next CQE's owner bit (mlx5), and the provider keeps a ring it gave back readable until
 //     nothing can reach it ([RingLock]). [CQ.Ack] and [CQ.Unacked] are
 //     lock-free.
 //   - One [Channel.Wait] or [Channel.TryWait] at a time reads the

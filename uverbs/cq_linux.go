@@ -78,7 +78,7 @@ func (b *cqBackend) Poll(wcs []cq.WC) (int, error) {
 }
 
 // Ring gives cq.CQ the provider's ring to poll directly, where the
-// provider has one that can be read without a lock (rxe): Poll then makes
+// provider has one that can be read without a lock (rxe, mlx5): Poll then makes
 // one call into the provider, not two. fail sets l's error from then on.
 func (b *cqBackend) Ring(l *cq.RingLock) cq.Ring {
 	r, ok := b.CQ.(cq.Ring)

@@ -366,11 +366,10 @@ func (q *CQ) Resize(n int) (int, error) {
 		fresh.mem.free()
 		return q.Size(), err
 	}
-	if err := q.moveTo(fresh); err != nil {
-		fresh.mem.free()
-		return q.Size(), err
-	}
-	return q.Size(), nil
+	// The kernel took the resize: the device writes to fresh from now on,
+	// so fresh is the CQ's ring even when moveTo fails.
+	err = q.moveTo(fresh)
+	return q.Size(), err
 }
 
 // moveTo ends a resize, once the device has gone on to fresh: what the
@@ -378,13 +377,18 @@ func (q *CQ) Resize(n int) (int, error) {
 // CQE to the index after its own (the resize CQE takes an index of the
 // sequence), then fresh is published and the old ring retired. fresh is
 // no one else's yet, so plain stores fill it.
+//
+// A device that wrote no resize CQE (which a correct one never does) still
+// writes to fresh: moveTo then moves to it all the same, as rdma-core
+// does, with what the old ring held left behind, and says so.
 func (q *CQ) moveTo(fresh *cqRing) error {
 	i := q.ci
 	for {
 		c, ok := q.owned(i)
 		if !ok {
 			// The kernel returned, so the device has written the marker.
-			return fmt.Errorf("mlx5 resize: no resize CQE in the old ring at %d: %w", i, unix.EIO)
+			q.switchTo(fresh)
+			return fmt.Errorf("mlx5 resize: no resize CQE in the old ring at %d, completions before it lost: %w", i, unix.EIO)
 		}
 		if c.opcode() == cqeResizeCQ {
 			break
@@ -394,15 +398,21 @@ func (q *CQ) moveTo(fresh *cqRing) error {
 		d[cqeOpOwn] = d[cqeOpOwn]&^cqeOwnerMask | uint8((i+1)>>fresh.lg&1)
 		i++
 		if i-q.ci > q.ncqe {
-			return fmt.Errorf("mlx5 resize: no resize CQE in the old ring: %w", unix.EIO)
+			q.switchTo(fresh)
+			return fmt.Errorf("mlx5 resize: no resize CQE in the old ring, its completions lost: %w", unix.EIO)
 		}
 	}
-	old := q.cur
 	q.ci++ // past the copied-over start: the index the resize CQE took
+	q.switchTo(fresh)
+	return nil
+}
+
+// switchTo publishes fresh as the CQ's ring and retires the old one.
+func (q *CQ) switchTo(fresh *cqRing) {
+	old := q.cur
 	q.use(fresh)
 	retire(old) // a PollRing may still be reading it
 	q.setCI()
-	return nil
 }
 
 // held counts the completions in the ring now.

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/cq"
@@ -742,4 +744,33 @@ func mapping(t *testing.T, addr uintptr) string {
 		}
 	}
 	return ""
+}
+
+// A device that wrote no resize CQE still writes to the new ring once the
+// kernel took the resize: moveTo moves to it all the same (as rdma-core
+// does), retires the old ring, and reports the loss with EIO; the new ring
+// must not be freed under the device.
+func TestResizeWithoutResizeCQE(t *testing.T) {
+	c, _ := testCtx(t)
+	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	q := testCQ(t, c, 8, 64)
+	writeCQE(q.buf, 8, 64, q.ci, sendCQE(qp, q.ci, 1)) // a completion, and no marker after it
+	addr := uintptr(q.buf.ptr())
+	fresh, err := newRing(32, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.moveTo(fresh); !errors.Is(err, unix.EIO) {
+		t.Fatalf("moveTo without a resize CQE: %v, want EIO", err)
+	}
+	if q.live.Load() != fresh || q.Size() != 31 {
+		t.Fatalf("after the failed copy the live ring is not the new one (size %d)", q.Size())
+	}
+	if perm := mapping(t, addr); perm != "r--p" {
+		t.Errorf("the old ring at %#x: %q, want the read-only placeholder", addr, perm)
+	}
+	var l cq.RingLock
+	if n, err := q.PollRing(make([]cq.WC, 4), &l); n != 0 || err != nil {
+		t.Errorf("PollRing on the new, empty ring: %d, %v", n, err)
+	}
 }
