@@ -82,6 +82,7 @@ type ppConfig struct {
 	gidx    int
 	server  string
 	ud      bool
+	warmup  time.Duration
 }
 
 // udQKey is the Q_Key ibv_ud_pingpong uses, and udGRH the room a UD
@@ -123,6 +124,7 @@ func pingpong(out io.Writer, args []string) int {
 	fs.IntVar(&c.sl, "l", 0, "service `level`")
 	fs.BoolVar(&c.events, "e", false, "sleep on CQ events (default: poll)")
 	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (RoCE needs one)")
+	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after connecting, before the timed exchanges (the Go runtime's sysmon settles; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs pingpong [flags]          start a server and wait for a connection")
 		fmt.Fprintln(fs.Output(), "       goverbs pingpong [flags] HOST     connect to the server at HOST")
@@ -345,6 +347,12 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	sendWR := []uverbs.SendWR{{WRID: ppSendWRID, Opcode: uverbs.WRSend, Flags: sendFlags, SGL: []uverbs.SGE{mr.SGE(grh, c.size)}}}
 	if c.ud {
 		sendWR[0].AH, sendWR[0].RemoteQPN, sendWR[0].RemoteQKey = ah, rem.QPN, udQKey
+	}
+	// As goverbs perf does: spin a while before the timed loop, not
+	// blocking, so that the Go runtime's sysmon thread, which polls every
+	// 20 µs for its first milliseconds after the process blocked (the TCP
+	// exchange), has backed off before the first exchange.
+	for start := time.Now(); time.Since(start) < c.warmup; {
 	}
 	pending := ppRecvWRID
 	if c.server != "" {
