@@ -35,13 +35,9 @@ type QP struct {
 	recvMu sync.Mutex // serialises PostRecv
 }
 
-// sameSGE proves uverbs.SGE and provider.SGE share a layout, so a slice of
-// one is viewed as the other without a copy.
+// uverbs.SGE and provider.SGE share a layout (the SGLs of the requests
+// below are read as the provider's).
 var _ [0]struct{} = [unsafe.Sizeof(SGE{}) - unsafe.Sizeof(provider.SGE{})]struct{}{}
-
-func providerSGL(s []SGE) []provider.SGE {
-	return unsafe.Slice((*provider.SGE)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
-}
 
 // SendWR, RecvWR and AH are laid out so that the providers read the
 // callers' requests as they are: a []SendWR is a []provider.SendWR, a

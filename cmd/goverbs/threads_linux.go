@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // threadStat is what the kernel counts for one thread of this process:
@@ -17,6 +18,7 @@ import (
 // switches (/proc/…/status).
 type threadStat struct {
 	run, wait, slices int64
+	utime, stime      int64 // user and system time, in clock ticks (/proc/…/stat)
 	vol, invol        int64
 	wchan             string // where it sleeps in the kernel: tells sysmon (nanosleep) from a parked M (futex) or the netpoller (epoll)
 }
@@ -44,6 +46,16 @@ func threadStats() map[int]threadStat {
 				fmt.Sscanf(s.Text(), "nonvoluntary_ctxt_switches: %d", &t.invol)
 			}
 		}
+		if b, err := os.ReadFile(d + "/stat"); err == nil {
+			// After the command name, in parentheses: fields 3 on; utime
+			// and stime are fields 14 and 15.
+			if i := bytes.LastIndexByte(b, ')'); i > 0 {
+				if f := strings.Fields(string(b[i+1:])); len(f) > 12 {
+					t.utime, _ = strconv.ParseInt(f[11], 10, 64)
+					t.stime, _ = strconv.ParseInt(f[12], 10, 64)
+				}
+			}
+		}
 		if b, err := os.ReadFile(d + "/wchan"); err == nil {
 			t.wchan = string(b)
 		}
@@ -61,8 +73,8 @@ func printThreadDiff(w io.Writer, before, after map[int]threadStat) {
 	sort.Ints(tids)
 	for _, tid := range tids {
 		a, b := after[tid], before[tid]
-		fmt.Fprintf(w, "thread %d: ran %.3f ms, waited %.3f ms runnable, %d slices, %d voluntary and %d involuntary switches, sleeps in %q\n",
-			tid, float64(a.run-b.run)/1e6, float64(a.wait-b.wait)/1e6, a.slices-b.slices, a.vol-b.vol, a.invol-b.invol, a.wchan)
+		fmt.Fprintf(w, "thread %d: ran %.3f ms (user %d, system %d ticks), waited %.3f ms runnable, %d slices, %d voluntary and %d involuntary switches, sleeps in %q\n",
+			tid, float64(a.run-b.run)/1e6, a.utime-b.utime, a.stime-b.stime, float64(a.wait-b.wait)/1e6, a.slices-b.slices, a.vol-b.vol, a.invol-b.invol, a.wchan)
 	}
 }
 
