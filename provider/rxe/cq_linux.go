@@ -60,6 +60,15 @@ func (q *CQ) Size() int { return q.size }
 // PollRing is cq.CQ.Poll, following cq.RingLock's protocol: an empty
 // ring costs two loads of its indices, no lock and no system call; a
 // released ring reads as empty.
+//
+// It consumes in the same call, with no call into a helper: under QEMU's
+// TCG, where the targets are measured, a call and its return cost about
+// as much as a CQE's copy, and a helper would reload the ring's fields.
+// Acquire-load the producer index, copy each slot, release-store the
+// consumer index once. It never passes the producer and never takes a
+// CQE without a slot for it. Both indices are masked as they are read, as
+// rdma-core's queue_empty does: an index the kernel (or a stray store)
+// left out of range cannot make it hand back more than the ring holds.
 func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	if e := l.Err(); e != nil {
 		return 0, *e
@@ -73,49 +82,80 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 		l.Unlock()
 		return 0, *e
 	}
-	n := q.Poll(wcs)
+	r = q.ring // a Resize may have replaced the ring read above
+	if r == nil {
+		l.Unlock()
+		return 0, nil
+	}
+	// In locals: the stores into wcs could alias r as far as the compiler
+	// knows, and would make it reload them for every CQE.
+	mask, base := r.mask, r.data
+	first := r.cons.Load() & mask // our own index
+	prod := r.prod.Load() & mask  // the kernel's: acquire
+	n := min(int((prod-first)&mask), len(wcs))
+	if n == 0 { // no slot to take, or none to put it in: the index stays as it is
+		l.Unlock()
+		return 0, nil
+	}
+	// Copy every slot, then fix up the few completions that need it
+	// (errors, flags) in a second pass, out of line: the slots stay ours
+	// until the consumer index moves. One CQE is copied here; more by
+	// copyRing, a leaf where the loop's state has the registers to itself
+	// (here, the values live across the loop would be reloaded from the
+	// stack in every iteration).
+	w := ringWalk{base: base, step: uintptr(1) << (r.shift & 63)}
+	w.wrap = (uintptr(mask)+1)*w.step - 1
+	off := uintptr(first) * w.step
+	var fix uint32
+	if n == 1 {
+		fix = copyWC(&wcs[0], (*uapi.IBUverbsWC)(unsafe.Add(base, off)))
+	} else {
+		fix = copyRing(wcs[:n], off, w)
+	}
+	if fix != 0 {
+		fixRing(wcs[:n], off, w)
+	}
+	r.cons.Store((first + uint32(n)) & mask) // release: the kernel may reuse the slots
 	l.Unlock()
 	return n, nil
 }
 
-// Poll copies up to len(wcs) completions out of the ring: acquire-load the
-// producer index, copy each slot, release-store the consumer index once.
-// It never passes the producer and never takes a CQE without a slot for it.
-// Both indices are masked as they are read, as rdma-core's queue_empty
-// does: an index the kernel (or a stray store) left out of range cannot
-// make Poll hand back more than the ring holds.
-func (q *CQ) Poll(wcs []cq.WC) int {
-	r := q.ring
-	if r == nil { // released
-		return 0
+// ringWalk steps through a ring's slots by byte offset from base, the
+// cheapest walk under TCG: the next offset is (off+step)&wrap, with no
+// branch at the ring's end and no shift by a variable count.
+type ringWalk struct {
+	base       unsafe.Pointer // slot 0
+	step, wrap uintptr        // the slot size; the ring's size in bytes, less one
+}
+
+// copyRing copies len(wcs) completions from the ring slots starting at
+// byte offset off and returns their statuses and flags ORed (copyWC).
+func copyRing(wcs []cq.WC, off uintptr, w ringWalk) (fix uint32) {
+	for i := range wcs {
+		fix |= copyWC(&wcs[i], (*uapi.IBUverbsWC)(unsafe.Add(w.base, off)))
+		off = (off + w.step) & w.wrap
 	}
-	// In locals: the stores into wcs could alias r as far as the compiler
-	// knows, and would make it reload them for every CQE.
-	mask, shift, data := r.mask, r.shift&63, r.data
-	first := r.cons.Load() & mask // our own index
-	prod := r.prod.Load() & mask  // the kernel's: acquire
-	n := min(int((prod-first)&mask), len(wcs))
-	if n == 0 {
-		return 0
-	}
-	// Copy every slot, then fix up the few completions that need it in a
-	// second pass: with no call in it, the copy loop keeps its state in
-	// registers. The slots stay ours until the consumer index moves.
-	cons, fix := first, uint32(0)
-	for i := range wcs[:n] {
-		fix |= copyWC(&wcs[i], (*uapi.IBUverbsWC)(unsafe.Add(data, uintptr(cons)<<shift)))
-		cons = (cons + 1) & mask
-	}
-	if fix != 0 {
-		cons = first
-		for i := range wcs[:n] {
-			if k := (*uapi.IBUverbsWC)(unsafe.Add(data, uintptr(cons)<<shift)); k.Status|k.WCFlags != 0 {
-				fixWC(&wcs[i], k)
-			}
-			cons = (cons + 1) & mask
+	return fix
+}
+
+// fixRing runs fixWC over the completions copyRing copied from the same
+// slots that need it.
+//
+//go:noinline
+func fixRing(wcs []cq.WC, off uintptr, w ringWalk) {
+	for i := range wcs {
+		if k := (*uapi.IBUverbsWC)(unsafe.Add(w.base, off)); k.Status|k.WCFlags != 0 {
+			fixWC(&wcs[i], k)
 		}
+		off = (off + w.step) & w.wrap
 	}
-	r.cons.Store(cons) // release: the kernel may reuse the slots
+}
+
+// Poll is PollRing for a caller that holds the CQ's lock already (the
+// provider.CQ interface): the ring's lock is then a private one.
+func (q *CQ) Poll(wcs []cq.WC) int {
+	var l cq.RingLock
+	n, _ := q.PollRing(wcs, &l)
 	return n
 }
 
@@ -173,7 +213,7 @@ var (
 
 // convertWC translates one ib_uverbs_wc. On an error completion only
 // wr_id, status, qp_num and vendor_err mean anything; the rest is zeroed.
-// Poll does the same with copyWC, inlined there, and fixWC.
+// PollRing does the same with copyWC, inlined there, and fixWC.
 func convertWC(w *cq.WC, k *uapi.IBUverbsWC) {
 	if copyWC(w, k) != 0 {
 		fixWC(w, k)

@@ -177,6 +177,7 @@ func FuzzPoll(f *testing.F) {
 			t.Fatalf("newQueue accepted %d slots of 2^%d bytes in a %d-byte mapping", uint64(mask)+1, shift, len(raw))
 		}
 		q := &CQ{ring: r}
+		q.live.Store(r)
 		sentinel := cq.WC{WRID: 0xfeedface, Status: 77}
 		wcs := make([]cq.WC, int(want)+2)
 		for i := range wcs {
