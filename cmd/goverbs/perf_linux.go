@@ -38,6 +38,7 @@ type perfConfig struct {
 	depth  int
 	rx     int // receives posted ahead
 	cqMod  int // bandwidth tests: one send in cqMod is signaled
+	inline int // messages of up to this many bytes are sent inline
 	server string
 	prof   string // CPU profile file, or ""
 	all    bool   // latency tests: print every sample, as perftest's -U
@@ -52,6 +53,7 @@ type perfPeer struct {
 	GID  uverbs.GID `json:"gid"`
 	RKey uint32     `json:"rkey"`
 	Addr uint64     `json:"addr"`
+	MTU  uverbs.MTU `json:"mtu"` // the port's active MTU
 	Test string     `json:"test"`
 	Size int        `json:"size"`
 	N    int        `json:"iters"`
@@ -69,7 +71,8 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.iters, "n", 1000, "`iterations`")
 	fs.IntVar(&c.depth, "q", 128, "send queue `depth` for the bandwidth tests")
 	fs.IntVar(&c.rx, "r", 512, "receives to post ahead (`depth` of the receive queue), as perftest's --rx-depth")
-	fs.IntVar(&c.cqMod, "Q", 100, "bandwidth tests: signal one send in `N` (and the last), as perftest's --cq-mod")
+	fs.IntVar(&c.cqMod, "Q", 100, "bandwidth tests: signal one send in `N` (and the last), as perftest's --cq-mod; left unset, messages over 8192 bytes signal every send, as perftest's do")
+	fs.IntVar(&c.inline, "I", 0, "send messages of up to `N` bytes inline (IBV_SEND_INLINE), as perftest's --inline_size; 0 is what perftest takes on rxe: it inlines only on devices it knows (236 bytes for send_lat, 220 for write_lat, none for the bandwidth tests), and rxe is not one of them")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after the sides meet, before measuring (the Go runtime's sysmon settles; 0: none)")
 	fs.BoolVar(&c.all, "U", false, "latency tests: print every sample in µs, in order, before the summary (perftest's --report-unsorted)")
@@ -92,9 +95,17 @@ func perf(out io.Writer, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.port < 1 || c.port > 65535 {
+	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.inline < 0 || c.port < 1 || c.port > 65535 {
 		fs.Usage()
 		return 2
+	}
+	// perftest signals every send of a message over 8 KiB unless -Q is
+	// given (its force_dependecies): its rate counts cqMod messages a
+	// completion, and so many in flight would skew it.
+	cqModSet := false
+	fs.Visit(func(f *flag.Flag) { cqModSet = cqModSet || f.Name == "Q" })
+	if c.size > 8192 && !cqModSet {
+		c.cqMod = 1
 	}
 	if c.test == "write_lat" {
 		// The receiver watches the last 4-byte word of its buffer.
@@ -128,6 +139,12 @@ type perfSide struct {
 	qp   *uverbs.QP
 	wcs  []cq.WC
 	size int
+	// inline is SendInline when the messages are sent inline, else 0.
+	inline uverbs.SendFlags
+	// recvLeft counts the receives still to post after those posted
+	// ahead: once the run's receives are all posted, a consumed one is
+	// not replaced, as in perftest.
+	recvLeft int
 	// One work request of each kind, built once: posting allocates nothing.
 	sendWR []uverbs.SendWR
 	recvWR []uverbs.RecvWR
@@ -158,7 +175,12 @@ func (s *perfSide) close() {
 
 func runPerf(out io.Writer, c *perfConfig) error {
 	onePoller()
-	s := &perfSide{size: c.size, wcs: make([]cq.WC, 64)}
+	// perftest polls up to 16 completions a call (CTX_POLL_BATCH) where it
+	// takes more than one.
+	s := &perfSide{size: c.size, wcs: make([]cq.WC, 16)}
+	if c.size <= c.inline {
+		s.inline = uverbs.SendInline
+	}
 	defer s.close()
 	var err error
 	s.dev, err = openDevice(c.dev)
@@ -186,16 +208,23 @@ func runPerf(out io.Writer, c *perfConfig) error {
 		return err
 	}
 	if s.qp, err = s.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,
-		Cap: uverbs.QPCap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(rx), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		Cap: uverbs.QPCap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(rx), MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: uint32(c.inline)}}); err != nil {
 		return err
 	}
 	if err := s.qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort), AccessFlags: uverbs.AccessRemoteWrite},
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
 		return err
 	}
-	for i := 0; i < rx; i++ {
-		if err := s.postRecv(); err != nil {
-			return err
+	// Receives are posted ahead where perftest posts them: on both sides
+	// of send_lat and on the server of send_bw, no more than the run takes.
+	if c.test == "send_lat" || c.test == "send_bw" && c.server == "" {
+		ahead := min(rx, c.iters)
+		s.recvLeft = c.iters - ahead
+		for i := 0; i < ahead; i++ {
+			if err := s.postRecv(); err != nil {
+				return err
+			}
 		}
 	}
 	port, err := s.dev.QueryPort(c.ibPort)
@@ -207,7 +236,7 @@ func runPerf(out io.Writer, c *perfConfig) error {
 		return fmt.Errorf("GID index %d: %w", c.gidx, err)
 	}
 	me := perfPeer{QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, LID: port.LID, GID: gid.GID,
-		RKey: s.mr.RKey(), Addr: s.mr.Addr() + uint64(c.size), Test: c.test, Size: c.size, N: c.iters}
+		RKey: s.mr.RKey(), Addr: s.mr.Addr() + uint64(c.size), MTU: port.ActiveMTU, Test: c.test, Size: c.size, N: c.iters}
 	conn, peer, err := perfExchange(c, me)
 	if err != nil {
 		return err
@@ -272,8 +301,23 @@ func (s *perfSide) postRecv() error {
 	return err
 }
 
+// repost replaces a consumed receive while the run still needs one.
+func (s *perfSide) repost() error {
+	if s.recvLeft == 0 {
+		return nil
+	}
+	s.recvLeft--
+	return s.postRecv()
+}
+
 func (s *perfSide) connect(c *perfConfig, me, peer perfPeer) error {
-	a := uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: peer.QPN, RQPSN: peer.PSN,
+	// The path MTU is the smaller of the two ports' active MTUs, as
+	// perftest takes it (1024 on rxe over a 1500-byte netdev).
+	mtu := me.MTU
+	if peer.MTU.Bytes() != 0 && peer.MTU < mtu {
+		mtu = peer.MTU
+	}
+	a := uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: mtu, DestQPN: peer.QPN, RQPSN: peer.PSN,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12,
 		AH: uverbs.AHAttr{DLID: peer.LID, Port: uint8(c.ibPort), IsGlobal: true,
 			GRH: uverbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(c.gidx), HopLimit: 64}}}
@@ -302,8 +346,9 @@ func (s *perfSide) pollOne(q *cq.CQ) error {
 	}
 }
 
-func (s *perfSide) send(flags uverbs.SendFlags) error {
-	s.sendWR[0].Flags = flags | uverbs.SendSignaled
+// send posts one signaled send: the latency tests signal every one.
+func (s *perfSide) send() error {
+	s.sendWR[0].Flags = uverbs.SendSignaled | s.inline
 	_, err := s.qp.PostSend(s.sendWR)
 	return err
 }
@@ -332,31 +377,35 @@ func (c *clock) tick() {
 }
 
 // sendLat: the client sends, the server answers; one round trip, halved,
-// is one sample, as ib_send_lat reports.
+// is one sample, as ib_send_lat reports. Each side goes through
+// perftest's steps in its order: the client sends and waits for that
+// send's completion, then for the answer; the server waits for the
+// message, reposts the receive, answers and waits for the answer's
+// completion.
 func (s *perfSide) sendLat(client bool, n int) ([]time.Duration, error) {
+	sendDone := func() error {
+		if err := s.send(); err != nil {
+			return err
+		}
+		return s.pollOne(s.scq)
+	}
 	clk := newClock(n)
 	for i := 0; i < n; i++ {
 		if client {
-			if err := s.send(0); err != nil {
+			if err := sendDone(); err != nil {
 				return nil, err
 			}
 		}
 		if err := s.pollOne(s.rcq); err != nil {
 			return nil, err
 		}
-		if err := s.postRecv(); err != nil {
-			return nil, err
-		}
-		if !client {
-			if err := s.send(0); err != nil {
-				return nil, err
-			}
-		}
-		if err := s.pollOne(s.scq); err != nil {
+		if err := s.repost(); err != nil {
 			return nil, err
 		}
 		if client {
 			clk.tick()
+		} else if err := sendDone(); err != nil {
+			return nil, err
 		}
 	}
 	return clk.lat, nil
@@ -369,7 +418,7 @@ func (s *perfSide) writeLat(client bool, n int, peer perfPeer) ([]time.Duration,
 	// Aligned: AllocBuffer is page-aligned and write_lat's size a multiple of 4.
 	word := (*uint32)(unsafe.Pointer(&mem[2*s.size-4]))
 	src := mem[:s.size]
-	wr := []uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+	wr := []uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | s.inline,
 		SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}, RemoteAddr: peer.Addr, RKey: peer.RKey}}
 	write := func(i uint32) error {
 		binary32(src[s.size-4:], i)
@@ -405,7 +454,7 @@ func binary32(b []byte, v uint32) {
 	*(*uint32)(unsafe.Pointer(&b[0])) = v // host order: the peer reads it as a host word too
 }
 
-// recvN takes n receives, reposting each.
+// recvN takes n receives, reposting each while the run needs more.
 func (s *perfSide) recvN(n int) error {
 	for got := 0; got < n; {
 		k, err := s.rcq.Poll(s.wcs)
@@ -416,7 +465,7 @@ func (s *perfSide) recvN(n int) error {
 			if w.Status != cq.Success {
 				return fmt.Errorf("receive failed: %v", w.Status)
 			}
-			if err := s.postRecv(); err != nil {
+			if err := s.repost(); err != nil {
 				return err
 			}
 		}
@@ -441,9 +490,9 @@ func (s *perfSide) bw(write bool, n, depth, cqMod int, peer perfPeer) (time.Dura
 	last, lastDone, peak := start, 0, 0.0
 	for done < n {
 		for posted < n && posted-done < depth {
-			wr[0].Flags = 0
+			wr[0].Flags = s.inline
 			if (posted+1)%cqMod == 0 || posted == n-1 {
-				wr[0].Flags = uverbs.SendSignaled
+				wr[0].Flags |= uverbs.SendSignaled
 			}
 			if _, err := s.qp.PostSend(wr); err != nil {
 				return 0, 0, err
