@@ -248,20 +248,32 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 
 // Poll moves up to len(wcs) completions out of the ring, finding each
 // work request's wr_id in its QP, then publishes the consumer index once.
+//
+// It reads the owner bits of as many CQEs as it has slots left for, then
+// fences once and reads the rest of them: one read barrier a batch (one
+// orders every load before it against every load after it), where
+// rdma-core fences for each CQE. The fence was a quarter of the time per
+// CQE on the host.
 func (q *CQ) Poll(wcs []cq.WC) int {
 	n := 0
 	ci := q.ci
 	var qps qpLookup // the QP table, read once per batch
 	for n < len(wcs) {
-		c, ok := q.owned(ci)
-		if !ok {
+		k := uint32(0)
+		for int(k) < len(wcs)-n && mine(opOwn(q.cqe(ci+k)), ci+k, q.lgNCQE) {
+			k++
+		}
+		if k == 0 {
 			break
 		}
-		ci++
-		if q.complete(&wcs[n], c, &qps) {
-			n++
+		readFence() // the owner bits before the rest of the CQEs
+		for end := ci + k; ci != end; ci++ {
+			if q.complete(&wcs[n], q.cqe(ci), &qps) {
+				n++
+			}
 		}
 	}
+	qps.flush()
 	if ci != q.ci {
 		q.ci = ci
 		q.setCI()
@@ -271,17 +283,23 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 
 // qpLookup finds the QPs a batch of CQEs names: the context's table is
 // loaded once per batch, and a run of CQEs of one QP (the common case)
-// looks it up once.
+// looks it up once. It also holds what the run has freed in that QP's
+// queues, published when the batch goes on to another QP or ends
+// (flush): one atomic store a run, not one a CQE.
 type qpLookup struct {
-	m    *map[uint32]*QP
-	key  uint32
-	last *QP
+	m      *map[uint32]*QP
+	key    uint32
+	last   *QP
+	sqTail uint32 // last's new send queue tail, if sqSet
+	sqSet  bool
+	rqDone uint32 // receives of last completed, not yet added to its tail
 }
 
 func (l *qpLookup) find(c *context, key uint32) *QP {
 	if l.last != nil && l.key == key {
 		return l.last
 	}
+	l.flush()
 	if l.m == nil {
 		if l.m = c.qps.Load(); l.m == nil {
 			return nil
@@ -289,6 +307,20 @@ func (l *qpLookup) find(c *context, key uint32) *QP {
 	}
 	l.key, l.last = key, (*l.m)[key]
 	return l.last
+}
+
+// flush publishes the queue slots the run of CQEs of l.last freed.
+func (l *qpLookup) flush() {
+	if qp := l.last; qp != nil {
+		if l.sqSet {
+			qp.sq.tail.Store(l.sqTail)
+			l.sqSet = false
+		}
+		if l.rqDone != 0 {
+			qp.rq.tail.Add(l.rqDone)
+			l.rqDone = 0
+		}
+	}
 }
 
 // setCI tells the device how far the ring has been read, and PollRing.
@@ -314,9 +346,13 @@ func (q *CQ) complete(w *cq.WC, c cqeView, qps *qpLookup) bool {
 		return true
 	}
 	if c.sendSide() {
-		w.WRID = qp.sq.complete(c.wqeCounter())
-	} else {
+		w.WRID, qps.sqTail = qp.sq.complete(c.wqeCounter())
+		qps.sqSet = true
+	} else if qp.rq.wqeCnt != 0 {
 		w.WRID = qp.rq.completeRecv(c.wqeCounter())
+		qps.rqDone++
+	} else {
+		w.WRID = 0 // a QP without a receive queue of its own
 	}
 	return true
 }

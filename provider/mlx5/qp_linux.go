@@ -43,13 +43,13 @@ type sendQueue struct {
 	pub atomic.Uint32
 }
 
-// complete returns the wr_id of the WQE at wqe_counter ctr and frees the
-// queue up to it.
-func (s *sendQueue) complete(ctr uint16) uint64 {
+// complete returns the wr_id of the WQE at wqe_counter ctr and the tail
+// that frees the queue up to it, for the caller to store in s.tail (Poll
+// stores it once for a run of CQEs: qpLookup.flush).
+func (s *sendQueue) complete(ctr uint16) (wrid uint64, tail uint32) {
 	s.pub.Load()
 	idx := uint32(ctr) & (s.wqeCnt - 1)
-	s.tail.Store(s.wqeHead[idx] + 1)
-	return s.wrid[idx]
+	return s.wrid[idx], s.wqeHead[idx] + 1
 }
 
 // recvQueue is the receive half: WQEs of 2^shift bytes, each a list of
@@ -65,13 +65,11 @@ type recvQueue struct {
 	pub    atomic.Uint32 // as sendQueue.pub
 }
 
-// completeRecv returns the wr_id of the receive WQE at ctr.
+// completeRecv returns the wr_id of the receive WQE at ctr (of a queue
+// with WQEs); the caller adds the completed receives to r.tail (Poll, once
+// for a run of CQEs: qpLookup.flush).
 func (r *recvQueue) completeRecv(ctr uint16) uint64 {
-	if r.wqeCnt == 0 {
-		return 0
-	}
 	r.pub.Load()
-	r.tail.Add(1)
 	return r.wrid[uint32(ctr)&(r.wqeCnt-1)]
 }
 

@@ -582,16 +582,21 @@ func mlx5Table(lines []string) string {
 			continue
 		}
 		f := strings.Fields(m[2])
-		var ns, allocs string
+		var ns, perCQE, allocs string
 		for i := 0; i+1 < len(f); i += 2 {
 			switch f[i+1] {
 			case "ns/op":
 				ns = f[i]
+			case "ns/CQE": // the drains time themselves: ns/op counts the fills too
+				perCQE = f[i]
 			case "allocs/op":
 				allocs = f[i]
 			}
 		}
 		unit := mlx5Unit[m[1]]
+		if perCQE != "" {
+			ns, unit = perCQE, "ns per CQE"
+		}
 		if unit == "" {
 			unit = "ns/op"
 		}
