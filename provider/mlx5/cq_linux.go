@@ -51,6 +51,12 @@ type CQ struct {
 
 	cur  *cqRing                // buf's cqRing, where setCI publishes ci; nil once released
 	live atomic.Pointer[cqRing] // cur again, for PollRing's look; nil once released
+
+	// look is Poll's QP lookup, kept from one Poll to the next while the
+	// context's QP table is the same one (creating or destroying a QP
+	// replaces the table): a poll of one CQE of the QP the last poll found
+	// does no map lookup.
+	look qpLookup
 }
 
 var _ cq.Ring = (*CQ)(nil) // uverbs hands it to cq.CQ.Poll (cqBackend.Ring)
@@ -257,7 +263,10 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 func (q *CQ) Poll(wcs []cq.WC) int {
 	n := 0
 	ci := q.ci
-	var qps qpLookup // the QP table, read once per batch
+	qps := &q.look
+	if m := q.ctx.qps.Load(); m != qps.m { // the table, read once per batch
+		*qps = qpLookup{m: m}
+	}
 	for n < len(wcs) {
 		k := uint32(0)
 		for int(k) < len(wcs)-n && mine(opOwn(q.cqe(ci+k)), ci+k, q.lgNCQE) {
@@ -268,7 +277,7 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 		}
 		readFence() // the owner bits before the rest of the CQEs
 		for end := ci + k; ci != end; ci++ {
-			if q.complete(&wcs[n], q.cqe(ci), &qps) {
+			if q.complete(&wcs[n], q.cqe(ci), qps) {
 				n++
 			}
 		}
@@ -281,11 +290,11 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 	return n
 }
 
-// qpLookup finds the QPs a batch of CQEs names: the context's table is
-// loaded once per batch, and a run of CQEs of one QP (the common case)
-// looks it up once. It also holds what the run has freed in that QP's
-// queues, published when the batch goes on to another QP or ends
-// (flush): one atomic store a run, not one a CQE.
+// qpLookup finds the QPs the CQEs name in one version of the context's
+// table (m): a run of CQEs of one QP (the common case) looks it up once.
+// It also holds what the run has freed in that QP's queues, published
+// when the batch goes on to another QP or ends (flush): one atomic store
+// a run, not one a CQE.
 type qpLookup struct {
 	m      *map[uint32]*QP
 	key    uint32
@@ -295,15 +304,13 @@ type qpLookup struct {
 	rqDone uint32 // receives of last completed, not yet added to its tail
 }
 
-func (l *qpLookup) find(c *context, key uint32) *QP {
+func (l *qpLookup) find(key uint32) *QP {
 	if l.last != nil && l.key == key {
 		return l.last
 	}
 	l.flush()
 	if l.m == nil {
-		if l.m = c.qps.Load(); l.m == nil {
-			return nil
-		}
+		return nil
 	}
 	l.key, l.last = key, (*l.m)[key]
 	return l.last
@@ -337,7 +344,7 @@ func (q *CQ) complete(w *cq.WC, c cqeView, qps *qpLookup) bool {
 	if q.ctx.cqeVersion == 1 {
 		key = c.uidx()
 	}
-	qp := qps.find(q.ctx, key)
+	qp := qps.find(key)
 	if qp == nil {
 		return false // a QP destroyed with completions still queued
 	}
@@ -523,6 +530,7 @@ func (q *CQ) Release() {
 	// stays what it was.
 	q.ring, q.cqeSize = unsafe.Pointer(&releasedCQE), 0
 	q.ctx.dbs.put(q.db)
+	q.look = qpLookup{} // holds no QP once the CQ is gone
 }
 
 // releasedCQE is the ring of a released CQ: one invalid CQE, as words
