@@ -268,6 +268,30 @@ func ReqNotifyCQ(c *transport.Conn, cmd *transport.Cmd, handle uint32, solicited
 	return c.Invoke(cmd)
 }
 
+// CQArm holds a CQ's two REQ_NOTIFY_CQ commands, for the next and for the
+// next solicited completion, each built by its first Arm and sent again
+// as it is by the later ones (transport.Conn.Resend): arming builds
+// nothing, as rxe's send doorbell (SendDoorbell). Not for concurrent use.
+type CQArm struct {
+	handle uint32
+	cmds   [2]transport.Cmd // next, solicited
+}
+
+// NewCQArm returns the arm commands of the CQ with this handle.
+func NewCQArm(handle uint32) *CQArm { return &CQArm{handle: handle} }
+
+// Arm arms the CQ, as ReqNotifyCQ.
+func (a *CQArm) Arm(c *transport.Conn, solicitedOnly bool) error {
+	cmd := &a.cmds[0]
+	if solicitedOnly {
+		cmd = &a.cmds[1]
+	}
+	if cmd.Sent() {
+		return c.Resend(cmd)
+	}
+	return ReqNotifyCQ(c, cmd, a.handle, solicitedOnly)
+}
+
 // sizeofIBVSendWR is sizeof(struct ibv_send_wr) on 64-bit hosts, the
 // wqe_size rdma-core sends with rxe's doorbell; kernels since 2026 refuse
 // anything below sizeof(struct ib_uverbs_send_wr) (56).

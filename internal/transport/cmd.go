@@ -62,6 +62,9 @@ type Cmd struct {
 	// skips the Go scheduler's entry and exit (hundreds of ns under
 	// emulation). Reset clears it.
 	short bool
+	// sent: the header and attributes are as the last ioctl, which the
+	// kernel accepted, sent them (Conn.Resend). Reset clears it.
+	sent bool
 }
 
 // out records where a PTR_OUT's bytes lie in the arena.
@@ -113,13 +116,17 @@ func (c *Cmd) Reset(object, method uint16) {
 	c.hdr = hdr{objectID: object, methodID: method}
 	c.nOut, c.used, c.err = 0, 0, nil
 	c.write = writeCmd{}
-	c.short = false
+	c.short, c.sent = false, false
 }
 
 // Short marks the command as one the kernel answers at once, never
 // blocking, for RawSyscall. Only for commands that cannot sleep for long:
 // the calling thread keeps its P for the whole call.
 func (c *Cmd) Short() { c.short = true }
+
+// Sent reports whether the last ioctl sent cmd as it is now and the
+// kernel accepted it: Conn.Resend can send it again unbuilt.
+func (c *Cmd) Sent() bool { return c.sent }
 
 // Err reports the first error met while building.
 func (c *Cmd) Err() error { return c.err }

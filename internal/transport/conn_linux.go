@@ -224,10 +224,23 @@ func (c *Conn) ioctl(cmd *Cmd) error {
 		_, _, e = syscall.Syscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&cmd.hdr)))
 	}
 	runtime.KeepAlive(cmd)
+	cmd.sent = e == 0
 	if e != 0 {
 		return e
 	}
 	return nil
+}
+
+// Resend sends cmd again as the last Invoke sent it, when that was an
+// ioctl the kernel accepted (a write command inside INVOKE_WRITE too):
+// for a command that never changes, such as arming a CQ, nothing is built
+// again. Any other command goes through Invoke. Only for commands whose
+// outputs, if any, are read from the arena as Invoke leaves them.
+func (c *Conn) Resend(cmd *Cmd) error {
+	if !cmd.sent || cmd.write.active && !c.UsesInvokeWrite() {
+		return c.Invoke(cmd)
+	}
+	return c.ioctl(cmd)
 }
 
 // invokeWriteCmd wraps a write command in UVERBS_METHOD_INVOKE_WRITE.

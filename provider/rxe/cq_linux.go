@@ -31,7 +31,7 @@ type CQ struct {
 	size   int
 	ring   *queue                // Poll, Resize, Destroy: under the cq package's lock
 	live   atomic.Pointer[queue] // the same ring, for PollRing's look; nil once released
-	notify *transport.Cmd        // REQ_NOTIFY_CQ, reused: arming allocates nothing
+	arm    *kverbs.CQArm         // REQ_NOTIFY_CQ, built once: arming allocates and builds nothing
 }
 
 // CreateCQ creates the CQ and maps its ring from the mmap info rxe returns.
@@ -46,7 +46,7 @@ func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
 		kverbs.DestroyCQ(c.conn, k.Handle)
 		return nil, fmt.Errorf("rxe cq ring: %w", err)
 	}
-	q := &CQ{conn: c.conn, handle: k.Handle, size: int(k.CQE), ring: ring, notify: new(transport.Cmd)}
+	q := &CQ{conn: c.conn, handle: k.Handle, size: int(k.CQE), ring: ring, arm: kverbs.NewCQArm(k.Handle)}
 	q.live.Store(ring)
 	return q, nil
 }
@@ -284,7 +284,7 @@ func fixWC(w *cq.WC, k *uapi.IBUverbsWC) {
 // ReqNotify arms the CQ through the kernel (REQ_NOTIFY_CQ): rxe keeps the
 // arm state in the kernel, where the completion is posted.
 func (q *CQ) ReqNotify(solicitedOnly bool) error {
-	return kverbs.ReqNotifyCQ(q.conn, q.notify, q.handle, solicitedOnly)
+	return q.arm.Arm(q.conn, solicitedOnly)
 }
 
 // Resize resizes the CQ in the kernel (RESIZE_CQ), which copies the
