@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -38,6 +39,10 @@ type Channel struct {
 	rbuf     [8]byte // struct ib_uverbs_comp_event_desc
 	readErr  error
 	lastRead int // events the last read pass took
+	// kicked is set by a cancelled Wait's context, just before it moves
+	// the fd's read deadline into the past: the next park clears the
+	// deadline only then, not on every park.
+	kicked atomic.Bool
 }
 
 // errNoEvent is what TryWait returns when no event is queued: built once,
@@ -169,10 +174,14 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 // park reads the fd, parking on the poller until at least one event came
 // or ctx ends. The caller holds turn.
 func (ch *Channel) park(ctx context.Context) error {
-	_ = ch.f.SetReadDeadline(time.Time{})
+	if ch.kicked.Load() { // a cancelled Wait left the deadline in the past
+		ch.kicked.Store(false)
+		_ = ch.f.SetReadDeadline(time.Time{})
+	}
 	if ctx.Done() != nil { // context.Background allocates nothing here
 		kicked := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
+			ch.kicked.Store(true)
 			_ = ch.f.SetReadDeadline(aLongTimeAgo)
 			close(kicked)
 		})
