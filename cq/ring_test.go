@@ -4,6 +4,7 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeBackend is a Backend whose ring is a slice of WRIDs; with ring set
@@ -140,5 +141,52 @@ func TestPollAllocatesNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { c.Poll(wcs) }); n != 0 {
 			t.Errorf("ring %v: Poll allocates %v times", ring, n)
 		}
+	}
+}
+
+// A CQ made WithSingleThreaded consumes without its lock, through a ring
+// or a plain backend, and still reports ErrClosed after Close; a default
+// CQ's Poll waits for the lock.
+func TestSingleThreadedTakesNoLock(t *testing.T) {
+	for _, ring := range []bool{true, false} {
+		fb := &fakeBackend{wrids: []uint64{1, 2, 3}, ring: ring}
+		c, err := New("fake0", 16, func(Request) (Backend, error) {
+			if ring {
+				return fakeRingBackend{fb}, nil
+			}
+			return fb, nil
+		}, WithSingleThreaded())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.lock.mu.Lock() // held elsewhere: a Poll that took it would hang
+		wcs := make([]WC, 2)
+		if n, err := c.Poll(wcs); n != 2 || err != nil || wcs[1].WRID != 2 {
+			t.Fatalf("ring %v: Poll = %d, %v, %+v", ring, n, err, wcs[:n])
+		}
+		if n := testing.AllocsPerRun(10, func() { c.Poll(wcs) }); n != 0 {
+			t.Errorf("ring %v: Poll allocates %v times", ring, n)
+		}
+		c.lock.mu.Unlock()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Poll(wcs); !errors.Is(err, ErrClosed) {
+			t.Errorf("ring %v: Poll after Close: %v, want ErrClosed", ring, err)
+		}
+	}
+
+	c, _ := newFake(t, true, 1)
+	c.lock.mu.Lock()
+	done := make(chan int)
+	go func() { n, _ := c.Poll(make([]WC, 1)); done <- n }()
+	select {
+	case n := <-done:
+		t.Fatalf("a default CQ's Poll consumed %d without its lock", n)
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.lock.mu.Unlock()
+	if n := <-done; n != 1 {
+		t.Errorf("Poll after the lock came free = %d, want 1", n)
 	}
 }
