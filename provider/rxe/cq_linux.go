@@ -61,9 +61,10 @@ func (q *CQ) Size() int { return q.size }
 // ring costs two loads of its indices, no lock and no system call; a
 // released ring reads as empty.
 //
-// It consumes in the same call, with no call into a helper: under QEMU's
-// TCG, where the targets are measured, a call and its return cost about
-// as much as a CQE's copy, and a helper would reload the ring's fields.
+// It consumes in the same call, not through a second Poll that would
+// load the ring's fields again: under QEMU's TCG, where the targets are
+// measured, a call and its return cost about as much as a CQE's copy. A
+// single CQE is copied here; a batch by copyRing, one call for all of it.
 // Acquire-load the producer index, copy each slot, release-store the
 // consumer index once. It never passes the producer and never takes a
 // CQE without a slot for it. Both indices are masked as they are read, as

@@ -21,6 +21,7 @@ import (
 type apt struct {
 	debs    string // cache of downloaded .deb files
 	updated bool
+	archs   map[string]bool // architectures ensureArch found apt able to fetch
 }
 
 func newApt(cache string) (*apt, error) {
@@ -53,8 +54,24 @@ func (a *apt) update(ctx context.Context) error {
 	return asRoot(ctx, "apt-get", "update", "-qq")
 }
 
-// ensureArch makes apt able to download packages of arch.
+// ensureArch makes apt able to download packages of arch: on a machine
+// that has never fetched arm64 packages, dpkg must first be told of the
+// architecture and the lists updated. Once per architecture and run.
 func (a *apt) ensureArch(ctx context.Context, arch string) error {
+	if a.archs[arch] || arch == "all" {
+		return nil
+	}
+	if err := a.ensureArch1(ctx, arch); err != nil {
+		return err
+	}
+	if a.archs == nil {
+		a.archs = map[string]bool{}
+	}
+	a.archs[arch] = true
+	return nil
+}
+
+func (a *apt) ensureArch1(ctx context.Context, arch string) error {
 	native, err := output(ctx, "dpkg", "--print-architecture")
 	if err != nil {
 		return err
@@ -93,6 +110,9 @@ func (p pkgInfo) debFile() string {
 // show returns the candidate version of name:arch, updating the lists
 // once if apt does not know it.
 func (a *apt) show(ctx context.Context, name, arch string) (pkgInfo, error) {
+	if err := a.ensureArch(ctx, arch); err != nil {
+		return pkgInfo{}, fmt.Errorf("apt-cache show %s:%s: %w", name, arch, err)
+	}
 	info, err := a.show1(ctx, name, arch)
 	if err != nil && !a.updated {
 		if uerr := a.update(ctx); uerr != nil {
