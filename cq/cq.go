@@ -137,8 +137,10 @@ func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
 // takes no lock to consume (IBV_CREATE_CQ_ATTR_SINGLE_THREADED of
 // ibv_create_cq_ex): two locked instructions less per Poll that finds
 // completions. Waiting on the CQ's channel and Ack may still happen on
-// other goroutines. Breaking the promise can hand a completion to two
-// Polls, or to none.
+// other goroutines. Breaking the promise is a data race, with what that
+// means in Go: a completion handed to two Polls or to none, and a Close
+// racing a Poll may crash the process, as a map written by two
+// goroutines does. Without the option, every method is safe to race.
 func WithSingleThreaded() Option { return func(c *Config) { c.SingleThreaded = true } }
 
 // WithUserValue stores a value of the caller's with the CQ (the cq_context
