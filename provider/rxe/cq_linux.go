@@ -74,8 +74,11 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	if e := l.Err(); e != nil {
 		return 0, *e
 	}
+	// Equal indices mean an empty ring. The look compares them as they
+	// are, without masking: indices out of range (which the locked path
+	// masks) only ever send it to that path, which then finds nothing.
 	r := q.live.Load()
-	if r == nil || r.cons.Load()&r.mask == r.prod.Load()&r.mask {
+	if r == nil || r.cons.Load() == r.prod.Load() {
 		return 0, nil
 	}
 	l.Lock()
