@@ -211,6 +211,7 @@ func (c *Conn) WriteRaw(cmd *Cmd) error {
 
 func (c *Conn) ioctl(cmd *Cmd) error {
 	if c.isHidden(cmd.hdr.objectID, cmd.hdr.methodID) {
+		cmd.sent = false // refused: Resend goes through Invoke again
 		return unix.EPROTONOSUPPORT
 	}
 	cmd.hdr.length = uint16(unsafe.Sizeof(cmd.hdr)) + cmd.hdr.numAttrs*uint16(unsafe.Sizeof(attr{}))
