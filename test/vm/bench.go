@@ -107,6 +107,11 @@ func buildCBench(ctx context.Context, a *apt, root, dir, arch string, pkgDirs []
 	return ""
 }
 
+// rxeCounters is the bench device's port counters: each tool pair's client
+// step prints how they moved (packets, retries, RNR NAKs), both sides'
+// traffic, as client and server share rxe0.
+const rxeCounters = "/sys/class/infiniband/rxe0/ports/1/hw_counters"
+
 // benchSteps is the plan of a bench VM: the C benchmarks, the Go
 // benchmarks (tests), the C benchmarks again, then the tools' pairs.
 // Profiles (with -benchprofile) are written in the guest's /tmp and
@@ -165,7 +170,7 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 				steps = append(steps,
 					plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
 					plan.Step{Name: tag + " client", Argv: cli, LibPath: lib,
-						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120})
+						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters})
 			}
 		}
 	}

@@ -22,6 +22,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -236,9 +238,16 @@ func step(p *plan.Plan, s plan.Step) int {
 	if s.LibPath != "" {
 		cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+s.LibPath)
 	}
+	var before map[string]int64
+	if s.Counters != "" {
+		before = readCounters(s.Counters)
+	}
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start).Round(time.Millisecond)
+	if s.Counters != "" {
+		printCounters(s.Name, before, readCounters(s.Counters))
+	}
 	rc := 0
 	var ee *exec.ExitError
 	switch {
@@ -299,6 +308,39 @@ func (p *prefixWriter) flush() {
 		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf)
 		p.buf = nil
 	}
+}
+
+// readCounters reads every file of dir as a decimal counter; files that
+// are not one are left out.
+func readCounters(dir string) map[string]int64 {
+	m := map[string]int64{}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			m[e.Name()] = v
+		}
+	}
+	return m
+}
+
+// printCounters prints, in one line, the counters that moved.
+func printCounters(name string, before, after map[string]int64) {
+	keys := make([]string, 0, len(after))
+	for k := range after {
+		if after[k] != before[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%d", k, after[k]-before[k])
+	}
+	fmt.Printf("init: %s: counters:%s\n", name, b.String())
 }
 
 // dumpKernelLog prints the last n lines of the kernel log, to explain a failure.

@@ -76,4 +76,9 @@ type Step struct {
 	// DelayMs waits before starting the step (a client's server needs a
 	// moment to listen).
 	DelayMs int
+	// Counters, if set, is a directory of counter files (an RDMA port's
+	// hw_counters): /init prints how each moved over the step, to tell
+	// whether two tools moving the same data made the device do the same
+	// work (packets, retries, RNR NAKs).
+	Counters string
 }
