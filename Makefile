@@ -132,12 +132,13 @@ fuzz: tools
 		sed 's|^\(.*\)/[^/]*:func |\1:|' | sort -u); \
 	missing=$$(for t in $$have; do case " $(FUZZ_ALL) " in *" $$t "*) ;; *) echo "$$t";; esac; done); \
 	if [ -n "$$missing" ]; then echo "make fuzz: add to FUZZ_ALL in the Makefile:"; echo "$$missing"; exit 1; fi
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -e; fuzz1() { $(GO) test -run '^$$' -fuzz "^$${1#*:}\$$" -fuzztime $(FUZZTIME) $${1%%:*} 2>&1; }; \
+	for t in $(FUZZ_TARGETS); do \
 		echo "go test -fuzz $${t#*:} -fuzztime $(FUZZTIME) $${t%%:*}"; \
-		out=$$($(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*} 2>&1) && continue; \
+		out=$$(fuzz1 $$t) && continue; \
 		if echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -qE 'Failing input written|panic:|_test\.go:[0-9]+:'; then \
 			echo "  $${t#*:}: bare 'context deadline exceeded' at the -fuzztime boundary (go.dev/issue/75804), no failing input: running it once more"; \
-			out=$$($(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*} 2>&1) && continue; \
+			out=$$(fuzz1 $$t) && continue; \
 		fi; \
 		echo "$$out"; exit 1; \
 	done; echo "fuzz: ok"
