@@ -36,7 +36,16 @@ var (
 	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best")
 	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
 	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
+	flagBenchKProf  = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
 )
+
+// kprofHz is the sampling rate of -benchkprof's kernel profiles, per CPU.
+const kprofHz = 1000
+
+// kprofLength is how many times longer than the tables' runs the
+// -benchkprof runs are, for enough samples of the measured loop against
+// the setup's.
+const kprofLength = 10
 
 // benchPairs are the perftest measurements: perftest's tool and goverbs
 // perf with the same parameters.
@@ -151,20 +160,60 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 	if cbench {
 		steps = append(steps, c(max(*flagBenchMicro, 1)))
 	}
-	if !*flagBenchTools {
-		return steps
-	}
 	port := 20000
+	if *flagBenchKProf != "" {
+		re := regexp.MustCompile(*flagBenchKProf) // checked in main
+		for _, bp := range benchPairs {
+			if !re.MatchString(bp.test) {
+				continue
+			}
+			for _, side := range []string{"c", "go"} {
+				port++
+				n := fmt.Sprint(kprofLength * bp.iters)
+				argv := []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", n}
+				lib := ""
+				if side == "c" {
+					argv = []string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", n}
+					lib = libPath
+				}
+				argv = append(argv, "-p", fmt.Sprint(port))
+				tag := "kprof " + bp.test + " " + side
+				folded := ""
+				if *flagBenchProf != "" {
+					folded = "/tmp/kprof-" + bp.test + "-" + side + ".folded"
+					profiles = append(profiles, folded)
+				}
+				steps = append(steps,
+					plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 300},
+					plan.Step{Name: tag + " client", Argv: append(slices.Clone(argv), "127.0.0.1"), LibPath: lib, DelayMs: 1000,
+						Prefix: "  " + tag + " client| ", TimeoutSec: 300, Counters: rxeCounters, KProfileHz: kprofHz, KProfileOut: folded})
+			}
+		}
+	}
+	if *flagBenchTools {
+		steps = append(steps, toolSteps(&port, libPath, prof)...)
+	}
+	if len(profiles) > 0 {
+		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 120})
+	}
+	return steps
+}
+
+// toolSteps is the tool pairs of a bench VM (rdma-core's, then goverbs',
+// in both orders), and with -benchprofile one long goverbs perf client
+// per test, its CPU profile named by prof.
+func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step {
+	var steps []plan.Step
 	pair := func(test string, c, g []string, client func(argv []string) []string) {
 		for r := 0; r < *flagBenchRounds; r++ {
 			for i, side := range []string{"c", "go", "go", "c"} {
-				port++
+				*port++
 				n := 4*r + i
 				argv, lib := slices.Clone(g), ""
 				if side == "c" {
 					argv, lib = slices.Clone(c), libPath
 				}
-				argv = append(argv, "-p", fmt.Sprint(port))
+				argv = append(argv, "-p", fmt.Sprint(*port))
 				tag := fmt.Sprintf("bench %s %s #%d", test, side, n)
 				cli := client(slices.Clone(argv))
 				steps = append(steps,
@@ -190,17 +239,14 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 		if p == "" {
 			break
 		}
-		port++
+		*port++
 		argv := []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size),
-			"-n", fmt.Sprint(25 * bp.iters), "-p", fmt.Sprint(port)}
+			"-n", fmt.Sprint(25 * bp.iters), "-p", fmt.Sprint(*port)}
 		cli := append([]string{argv[0], argv[1], "-cpuprofile", p}, argv[2:]...)
 		tag := "profile " + bp.test
 		steps = append(steps,
 			plan.Step{Name: tag + " server", Argv: argv, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 300},
 			plan.Step{Name: tag + " client", Argv: append(cli, "127.0.0.1"), DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 300})
-	}
-	if len(profiles) > 0 {
-		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 120})
 	}
 	return steps
 }

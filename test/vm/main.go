@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -75,6 +76,10 @@ func main() {
 	}
 	if flag.NArg() > 1 || (mode != "test" && mode != "demo" && mode != "fetch" && mode != "selftest" && mode != "bench") {
 		flag.Usage()
+		os.Exit(2)
+	}
+	if _, err := regexp.Compile(*flagBenchKProf); err != nil {
+		logf("-benchkprof: %v", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -242,9 +242,26 @@ func step(p *plan.Plan, s plan.Step) int {
 	if s.Counters != "" {
 		before = readCounters(s.Counters)
 	}
+	var kp *kprof
+	if s.KProfileHz > 0 {
+		var err error
+		if kp, err = startKProf(s.KProfileHz); err != nil {
+			fmt.Printf("init: %s: no kernel profile: %v\n", s.Name, err)
+		}
+	}
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		err = cmd.Wait()
+	}
 	took := time.Since(start).Round(time.Millisecond)
+	if kp != nil {
+		pid := 0
+		if cmd.Process != nil {
+			pid = cmd.Process.Pid
+		}
+		kp.stop(s.Name, pid, s.KProfileOut)
+	}
 	if s.Counters != "" {
 		printCounters(s.Name, before, readCounters(s.Counters))
 	}

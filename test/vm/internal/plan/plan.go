@@ -81,4 +81,11 @@ type Step struct {
 	// whether two tools moving the same data made the device do the same
 	// work (packets, retries, RNR NAKs).
 	Counters string
+	// KProfileHz, if set, samples the kernel on every CPU at this rate
+	// over the step (perf_event_open, system-wide, with call chains), and
+	// /init prints where the time went: by process, by kernel function.
+	KProfileHz int
+	// KProfileOut, if set, is where /init writes that profile's samples as
+	// folded stacks ("process;outer;…;inner count", flame graph input).
+	KProfileOut string
 }
