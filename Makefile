@@ -177,7 +177,9 @@ vmtest: tools
 # built with the host's gcc), perftest beside goverbs perf, ibv_rc_pingpong
 # beside goverbs pingpong; then the mlx5 provider's benchmarks on the host.
 # Writes docs/PERFORMANCE.md's tables and docs/performance.svg (not with RUN).
-# VMFLAGS=-benchprofile=DIR copies CPU profiles out of the guest.
+# VMFLAGS=-benchprofile=DIR copies CPU profiles out of the guest;
+# VMFLAGS=-benchkprof=REGEXP adds a kernel profile of a long perftest and
+# goverbs perf run of each matching test (docs/PERFORMANCE.md).
 bench: tools
 	$(GO) run ./test/vm -vms 6.1/amd64,6.12/amd64 $(if $(RUN),-run '$(RUN)') $(VMFLAGS) bench
 
