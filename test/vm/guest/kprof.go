@@ -39,6 +39,7 @@ type kprof struct {
 	fds   []int
 	rings [][]byte
 	comms map[uint32]string // pid → name: at start from /proc, then from COMM records
+	kthr  map[uint32]bool   // kernel threads (kthreadd's children), which keep the last address space
 	irqs  map[string]int64  // /proc/interrupts and /proc/stat's ctxt at start
 }
 
@@ -48,12 +49,24 @@ func startKProf(hz int) (*kprof, error) {
 	// system-wide events need perf_event_paranoid at most 0 without CAP_PERFMON.
 	_ = os.WriteFile("/proc/sys/kernel/kptr_restrict", []byte("0"), 0)
 	_ = os.WriteFile("/proc/sys/kernel/perf_event_paranoid", []byte("-1"), 0)
-	k := &kprof{hz: hz, comms: map[uint32]string{0: "idle"}}
+	k := &kprof{hz: hz, comms: map[uint32]string{0: "idle"}, kthr: map[uint32]bool{0: true}}
 	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
 	for _, p := range procs {
-		pid, err := strconv.ParseUint(filepath.Base(filepath.Dir(p)), 10, 32)
-		if b, err2 := os.ReadFile(p); err == nil && err2 == nil {
+		dir := filepath.Dir(p)
+		pid, err := strconv.ParseUint(filepath.Base(dir), 10, 32)
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(p); err == nil {
 			k.comms[uint32(pid)] = strings.TrimSpace(string(b))
+		}
+		if b, err := os.ReadFile(dir + "/stat"); err == nil {
+			// "pid (comm) state ppid …": the comm may hold spaces.
+			if i := bytes.LastIndexByte(b, ')'); i > 0 {
+				if fs := strings.Fields(string(b[i+1:])); len(fs) > 1 && (fs[1] == "2" || pid == 2) {
+					k.kthr[uint32(pid)] = true
+				}
+			}
 		}
 	}
 	k.irqs = readInterrupts()
@@ -62,7 +75,11 @@ func startKProf(hz int) (*kprof, error) {
 		Config:      unix.PERF_COUNT_SW_CPU_CLOCK,
 		Sample:      uint64(1e9 / hz), // a period, in ns of CPU clock
 		Sample_type: unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_CALLCHAIN,
-		Bits:        unix.PerfBitDisabled | unix.PerfBitComm | unix.PerfBitExcludeCallchainUser,
+		// Comm, Task: names and new threads; ContextSwitch: a record for
+		// each switch on the CPU, with the pid and tid of the task it
+		// switches to (SampleIDAll: and of the one it leaves).
+		Bits: unix.PerfBitDisabled | unix.PerfBitComm | unix.PerfBitTask | unix.PerfBitContextSwitch |
+			unix.PerfBitSampleIDAll | unix.PerfBitExcludeCallchainUser,
 		// Sample_max_stack caps the chain (kernel 4.8 on).
 		Sample_max_stack: kprofMaxStack,
 	}
@@ -122,9 +139,11 @@ func (k *kprof) stop(name string, client int, out string) {
 	var samples []kprofSample
 	var lost uint64
 	cpus := len(k.rings)
-	for _, ring := range k.rings {
-		s, l := k.parse(ring)
+	switches := make([][]kprofSwitch, cpus)
+	for i, ring := range k.rings {
+		s, sw, l := k.parse(ring)
 		samples = append(samples, s...)
+		switches[i] = sw
 		lost += l
 	}
 	k.close()
@@ -132,6 +151,9 @@ func (k *kprof) stop(name string, client int, out string) {
 	fmt.Printf("init: %s: kernel profile: %d samples at %d Hz on %d CPUs (%d lost), %d kernel symbols\n",
 		name, len(samples), k.hz, cpus, lost, len(syms.addr))
 	printCounters(name+": interrupts", k.irqs, irqs)
+	for cpu, sws := range switches {
+		k.printSwitches(name, cpu, sws)
+	}
 	if len(samples) == 0 {
 		return
 	}
@@ -261,10 +283,11 @@ func (k *kprof) comm(pid uint32) string {
 	return "?"
 }
 
-// parse reads one ring from its start: the profile never moves the tail,
-// so the kernel stops writing (and counts what it loses) when it is full,
-// and the records lie unwrapped between 0 and the head.
-func (k *kprof) parse(ring []byte) ([]kprofSample, uint64) {
+// perfRecords calls fn with each record of a ring, read from its start:
+// the profile never moves the tail, so the kernel stops writing (and
+// counts what it loses) when it is full, and the records lie unwrapped
+// between 0 and the head.
+func perfRecords(ring []byte, fn func(typ uint32, misc uint16, rec []byte)) {
 	meta := (*unix.PerfEventMmapPage)(unsafe.Pointer(&ring[0]))
 	head := atomic.LoadUint64(&meta.Data_head)
 	off, size := meta.Data_offset, meta.Data_size
@@ -272,20 +295,30 @@ func (k *kprof) parse(ring []byte) ([]kprofSample, uint64) {
 		off, size = uint64(os.Getpagesize()), uint64(len(ring)-os.Getpagesize())
 	}
 	data := ring[off : off+min(head, size)]
-	le := binary.LittleEndian // the guests are amd64 and arm64
-	var out []kprofSample
-	var lost uint64
 	for len(data) >= 8 {
 		typ, misc, sz := le.Uint32(data), le.Uint16(data[4:]), int(le.Uint16(data[6:]))
 		if sz < 8 || sz > len(data) {
-			break
+			return
 		}
-		rec := data[8:sz]
+		fn(typ, misc, data[8:sz])
 		data = data[sz:]
+	}
+}
+
+// le is the byte order of the records: the guests are amd64 and arm64.
+var le = binary.LittleEndian
+
+// parse reads one CPU's samples and context switches, and learns names
+// and kernel threads from the COMM and FORK records among them.
+func (k *kprof) parse(ring []byte) ([]kprofSample, []kprofSwitch, uint64) {
+	var out []kprofSample
+	var sws []kprofSwitch
+	var lost uint64
+	perfRecords(ring, func(typ uint32, misc uint16, rec []byte) {
 		switch typ {
 		case unix.PERF_RECORD_SAMPLE:
 			if len(rec) < 24 {
-				continue
+				return
 			}
 			ip, pid, nr := le.Uint64(rec), le.Uint32(rec[8:]), int(le.Uint64(rec[16:]))
 			kernel := misc&unix.PERF_RECORD_MISC_CPUMODE_MASK == unix.PERF_RECORD_MISC_KERNEL
@@ -306,13 +339,80 @@ func (k *kprof) parse(ring []byte) ([]kprofSample, uint64) {
 				c, _, _ := bytes.Cut(rec[8:], []byte{0})
 				k.comms[le.Uint32(rec)] = string(c)
 			}
+		case unix.PERF_RECORD_FORK: // pid, ppid, tid, ptid
+			if len(rec) >= 16 && le.Uint32(rec[4:]) == 2 {
+				k.kthr[le.Uint32(rec)] = true
+			}
+		case unix.PERF_RECORD_SWITCH_CPU_WIDE:
+			// next's pid and tid, then (SampleIDAll, TID) the current
+			// task's: on a switch out, the one leaving. The switch in
+			// that follows tells the same switch again.
+			if misc&unix.PERF_RECORD_MISC_SWITCH_OUT != 0 && len(rec) >= 16 {
+				sws = append(sws, kprofSwitch{prev: le.Uint32(rec[8:]), next: le.Uint32(rec)})
+			}
 		case unix.PERF_RECORD_LOST:
 			if len(rec) >= 16 {
 				lost += le.Uint64(rec[8:])
 			}
 		}
+	})
+	return out, sws, lost
+}
+
+// kprofSwitch is one context switch on a CPU, between two processes
+// (thread group ids; 0 is the idle task), in the order they came.
+type kprofSwitch struct{ prev, next uint32 }
+
+// printSwitches prints one CPU's context switches: how many, how many
+// changed the address space (a switch to a user thread of another process
+// than the last one the CPU ran; kernel threads and idle keep the last),
+// and the most frequent pairs, by process.
+func (k *kprof) printSwitches(name string, cpu int, sws []kprofSwitch) {
+	label := func(pid uint32) string { return fmt.Sprintf("%s[%d]", k.comm(pid), pid) }
+	pairs := map[string]int{}
+	for _, sw := range sws {
+		pairs[label(sw.prev)+"→"+label(sw.next)]++
 	}
-	return out, lost
+	keys := make([]string, 0, len(pairs))
+	for p := range pairs {
+		keys = append(keys, p)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if pairs[keys[i]] != pairs[keys[j]] {
+			return pairs[keys[i]] > pairs[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var b strings.Builder
+	for i, p := range keys {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(&b, " %s %d;", p, pairs[p])
+	}
+	fmt.Printf("init: %s: kprof cpu%d: %d context switches, %d address-space changes:%s\n",
+		name, cpu, len(sws), addressSpaceChanges(sws, k.kthr), strings.TrimSuffix(b.String(), ";"))
+}
+
+// addressSpaceChanges counts the switches to a user process other than
+// the last one the CPU ran: kernel threads and the idle task borrow the
+// last address space, so switching to them and back changes nothing.
+func addressSpaceChanges(sws []kprofSwitch, kthr map[uint32]bool) int {
+	n := 0
+	var loaded uint32 // 0: not known yet
+	if len(sws) > 0 && sws[0].prev != 0 && !kthr[sws[0].prev] {
+		loaded = sws[0].prev
+	}
+	for _, sw := range sws {
+		if sw.next == 0 || kthr[sw.next] || sw.next == loaded {
+			continue
+		}
+		if loaded != 0 {
+			n++
+		}
+		loaded = sw.next
+	}
+	return n
 }
 
 // perfContextMax: call chain entries at or above it mark a context

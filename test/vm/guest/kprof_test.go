@@ -56,7 +56,7 @@ func TestKProfParse(t *testing.T) {
 		[]byte{9, 0, 0, 0, 0, 0, 200, 0},
 	)
 	k := &kprof{comms: map[uint32]string{}}
-	got, lost := k.parse(ring)
+	got, _, lost := k.parse(ring)
 	want := []kprofSample{
 		{pid: 42, kernel: true, chain: []uint64{0xffff0010, 0xffff0100}},
 		{pid: 42, chain: []uint64{0x401000}},
@@ -103,5 +103,35 @@ func TestParseInterrupts(t *testing.T) {
 	want := map[string]int64{"4/ttyS0": 123, "LOC": 17000, "RES": 15, "ERR": 0, "ctxt": 12345}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("parseInterrupts (-want +got):\n%s", diff)
+	}
+}
+
+func TestKProfSwitches(t *testing.T) {
+	pidTid := func(pid, tid uint32) uint64 { return uint64(pid) | uint64(tid)<<32 }
+	const out = unix.PERF_RECORD_MISC_SWITCH_OUT
+	ring := fakeRing(t,
+		// 10 → 20 (out, then in: the in record is not counted again)
+		record(unix.PERF_RECORD_SWITCH_CPU_WIDE, out, pidTid(20, 21), pidTid(10, 11)),
+		record(unix.PERF_RECORD_SWITCH_CPU_WIDE, 0, pidTid(10, 11), pidTid(20, 21)),
+		// a kernel thread (kthreadd's child, from its FORK record) and idle
+		record(unix.PERF_RECORD_FORK, 0, pidTid(30, 2), pidTid(30, 2), 0),
+		record(unix.PERF_RECORD_SWITCH_CPU_WIDE, out, pidTid(30, 30), pidTid(20, 21)),
+		record(unix.PERF_RECORD_SWITCH_CPU_WIDE, out, pidTid(20, 22), pidTid(30, 30)),
+		record(unix.PERF_RECORD_SWITCH_CPU_WIDE, out, pidTid(0, 0), pidTid(20, 22)),
+		record(unix.PERF_RECORD_SWITCH_CPU_WIDE, out, pidTid(10, 10), pidTid(0, 0)),
+	)
+	k := &kprof{comms: map[uint32]string{}, kthr: map[uint32]bool{0: true}}
+	_, sws, _ := k.parse(ring)
+	want := []kprofSwitch{{10, 20}, {20, 30}, {30, 20}, {20, 0}, {0, 10}}
+	if diff := cmp.Diff(want, sws, cmp.AllowUnexported(kprofSwitch{})); diff != "" {
+		t.Errorf("switches (-want +got):\n%s", diff)
+	}
+	if !k.kthr[30] {
+		t.Error("pid 30, forked by kthreadd, is not taken for a kernel thread")
+	}
+	// 10 → 20 changes the address space; 20 → kthread → 20 and
+	// 20 → idle do not; idle → 10 does.
+	if got := addressSpaceChanges(sws, k.kthr); got != 2 {
+		t.Errorf("addressSpaceChanges = %d, want 2", got)
 	}
 }
