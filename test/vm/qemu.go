@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -62,6 +63,18 @@ func boot(ctx context.Context, arch, kernel, initrd string, limit time.Duration,
 	if err != nil {
 		return nil, err
 	}
+	var qs *qemuStats
+	if *flagQemuStats {
+		dir, err := os.MkdirTemp("", "goverbs-qemu-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		var monitor []string
+		qs, monitor = newQemuStats(dir)
+		defer qs.close()
+		args = append(args, monitor...)
+	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -87,6 +100,12 @@ func boot(ctx context.Context, arch, kernel, initrd string, limit time.Duration,
 			fmt.Fprintf(log, "%s%s\n", prefix, line)
 		}
 		res.Console = append(res.Console, line)
+		if qs != nil {
+			if st := qs.line(line); st != "" {
+				fmt.Fprintf(log, "%s%s\n", prefix, st)
+				res.Console = append(res.Console, st)
+			}
+		}
 		if strings.TrimSpace(line) != "" {
 			last = line
 		}
