@@ -250,10 +250,7 @@ func step(p *plan.Plan, s plan.Step) int {
 		}
 	}
 	start := time.Now()
-	err := cmd.Start()
-	if err == nil {
-		err = cmd.Wait()
-	}
+	err := cmd.Run()
 	took := time.Since(start).Round(time.Millisecond)
 	if kp != nil {
 		pid := 0
