@@ -177,13 +177,12 @@ func (k *kprof) stop(name string, client int, out string) {
 			by[s.pid] = w
 		}
 		w.all++
-		if !s.kernel || s.pid == 0 {
-			if s.kernel {
-				w.kern++
-			}
+		if s.kernel {
+			w.kern++
+		}
+		if !s.kernel || s.pid == 0 { // user time and idle: no kernel functions to count
 			continue
 		}
-		w.kern++
 		isClient := 0
 		if int(s.pid) == client {
 			isClient = 1
@@ -224,17 +223,7 @@ func (k *kprof) stop(name string, client int, out string) {
 	}
 	fmt.Printf("init: %s: kprof by process:%s\n", name, strings.TrimSuffix(b.String(), ";"))
 	top := func(kind string, m map[string][2]int, n int) {
-		fns := make([]string, 0, len(m))
-		for f := range m {
-			fns = append(fns, f)
-		}
-		sort.Slice(fns, func(i, j int) bool {
-			if m[fns[i]][0] != m[fns[j]][0] {
-				return m[fns[i]][0] > m[fns[j]][0]
-			}
-			return fns[i] < fns[j]
-		})
-		for i, f := range fns {
+		for i, f := range keysByCount(m, func(c [2]int) int { return c[0] }) {
 			if i == n {
 				break
 			}
@@ -373,18 +362,8 @@ func (k *kprof) printSwitches(name string, cpu int, sws []kprofSwitch) {
 	for _, sw := range sws {
 		pairs[label(sw.prev)+"→"+label(sw.next)]++
 	}
-	keys := make([]string, 0, len(pairs))
-	for p := range pairs {
-		keys = append(keys, p)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if pairs[keys[i]] != pairs[keys[j]] {
-			return pairs[keys[i]] > pairs[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
 	var b strings.Builder
-	for i, p := range keys {
+	for i, p := range keysByCount(pairs, func(n int) int { return n }) {
 		if i == 8 {
 			break
 		}
@@ -392,6 +371,21 @@ func (k *kprof) printSwitches(name string, cpu int, sws []kprofSwitch) {
 	}
 	fmt.Printf("init: %s: kprof cpu%d: %d context switches, %d address-space changes:%s\n",
 		name, cpu, len(sws), addressSpaceChanges(sws, k.kthr), strings.TrimSuffix(b.String(), ";"))
+}
+
+// keysByCount returns m's keys, the largest count first, ties by key.
+func keysByCount[V any](m map[string]V, count func(V) int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if ci, cj := count(m[keys[i]]), count(m[keys[j]]); ci != cj {
+			return ci > cj
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
 }
 
 // addressSpaceChanges counts the switches to a user process other than
