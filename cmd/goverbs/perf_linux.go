@@ -43,6 +43,7 @@ type perfConfig struct {
 	prof   string // CPU profile file, or ""
 	all    bool   // latency tests: print every sample, as perftest's -U
 	warmup time.Duration
+	sysmon string // -sysmon: idle or normal
 }
 
 // perfPeer is what the two sides exchange over TCP, as one JSON line.
@@ -75,6 +76,7 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.inline, "I", 0, "send messages of up to `N` bytes inline (IBV_SEND_INLINE), as perftest's --inline_size; 0 is what perftest takes on rxe: it inlines only on devices it knows (236 bytes for send_lat, 220 for write_lat, none for the bandwidth tests), and rxe is not one of them")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after the sides meet, before measuring (the Go runtime's sysmon settles; 0: none)")
+	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the timed loop: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller) or normal (default from GOVERBS_SYSMON)")
 	fs.BoolVar(&c.all, "U", false, "latency tests: print every sample in µs, in order, before the summary (perftest's --report-unsorted)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs perf [flags]         run the server side")
@@ -95,7 +97,7 @@ func perf(out io.Writer, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.inline < 0 || c.port < 1 || c.port > 65535 {
+	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.inline < 0 || c.port < 1 || c.port > 65535 || !validSysmon(c.sysmon) {
 		fs.Usage()
 		return 2
 	}
@@ -249,6 +251,9 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	if err := perfSync(conn); err != nil {
 		return err
 	}
+	// The runtime's monitor thread stops taking a CPU from the poller
+	// (-sysmon; see quietMonitor).
+	quietMonitor(c.sysmon)
 	// Then both spin a while before the first measured iteration, not
 	// blocking again: after a block (the sync above) the Go runtime's
 	// sysmon thread wakes every 20 µs for its first milliseconds and only

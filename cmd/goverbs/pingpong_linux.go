@@ -83,6 +83,7 @@ type ppConfig struct {
 	server  string
 	ud      bool
 	warmup  time.Duration
+	sysmon  string // -sysmon: idle or normal
 }
 
 // udQKey is the Q_Key ibv_ud_pingpong uses, and udGRH the room a UD
@@ -125,6 +126,7 @@ func pingpong(out io.Writer, args []string) int {
 	fs.BoolVar(&c.events, "e", false, "sleep on CQ events (default: poll)")
 	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (RoCE needs one)")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after connecting, before the timed exchanges (the Go runtime's sysmon settles; 0: none)")
+	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the polled exchanges: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller) or normal (default from GOVERBS_SYSMON)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs pingpong [flags]          start a server and wait for a connection")
 		fmt.Fprintln(fs.Output(), "       goverbs pingpong [flags] HOST     connect to the server at HOST")
@@ -156,7 +158,7 @@ func pingpong(out io.Writer, args []string) int {
 		}
 	}
 	var ok bool
-	if c.mtu, ok = mtuOf(mtu); !ok || c.port < 1 || c.port > 65535 || c.ibPort < 1 || c.size < 1 || c.rxDepth < 2 || c.iters < 1 {
+	if c.mtu, ok = mtuOf(mtu); !ok || c.port < 1 || c.port > 65535 || c.ibPort < 1 || c.size < 1 || c.rxDepth < 2 || c.iters < 1 || !validSysmon(c.sysmon) {
 		fs.Usage()
 		return 2
 	}
@@ -347,6 +349,11 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	sendWR := []uverbs.SendWR{{WRID: ppSendWRID, Opcode: uverbs.WRSend, Flags: sendFlags, SGL: []uverbs.SGE{mr.SGE(grh, c.size)}}}
 	if c.ud {
 		sendWR[0].AH, sendWR[0].RemoteQPN, sendWR[0].RemoteQKey = ah, rem.QPN, udQKey
+	}
+	// As goverbs perf does, when polling: the runtime's monitor thread
+	// stops taking a CPU from the poller (-sysmon; see quietMonitor).
+	if !c.events {
+		quietMonitor(c.sysmon)
 	}
 	// As goverbs perf does: spin a while before the timed loop, not
 	// blocking, so that the Go runtime's sysmon thread, which polls every

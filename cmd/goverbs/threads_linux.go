@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // threadStat is what the kernel counts for one thread of this process:
@@ -93,5 +95,75 @@ func printThreadDiff(w io.Writer, before, after map[int]threadStat) {
 func onePoller() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
+	}
+}
+
+// monitorThread returns the thread ID of the Go runtime's monitor (sysmon),
+// or 0. sysmon is the first thread the runtime creates (runtime.main starts
+// it before any package is initialised), so its ID is the lowest one above
+// the process ID, or, if IDs wrapped around before it was made, the lowest
+// of all.
+func monitorThread() int {
+	dirs, _ := filepath.Glob("/proc/self/task/*")
+	pid := os.Getpid()
+	above, below := 0, 0
+	for _, d := range dirs {
+		tid, err := strconv.Atoi(filepath.Base(d))
+		switch {
+		case err != nil || tid == pid:
+		case tid > pid && (above == 0 || tid < above):
+			above = tid
+		case tid < pid && (below == 0 || tid < below):
+			below = tid
+		}
+	}
+	if above != 0 {
+		return above
+	}
+	return below
+}
+
+// sysmonFlag is the default of the tools' -sysmon flag: GOVERBS_SYSMON
+// from the environment if set (so a harness can switch it for every run),
+// else "idle".
+func sysmonFlag() string {
+	if v := os.Getenv("GOVERBS_SYSMON"); v != "" {
+		return v
+	}
+	return "idle"
+}
+
+// validSysmon reports whether v is a value -sysmon takes.
+func validSysmon(v string) bool { return v == "idle" || v == "normal" }
+
+// quietMonitor moves the Go runtime's monitor thread (sysmon) to the
+// SCHED_IDLE policy when mode is "idle"; "normal" leaves it alone.
+//
+// sysmon wakes every 10 ms while goroutines run, and more often after the
+// process blocked. On a machine with no core to spare (the benchmark VM:
+// two vCPUs, client and server each busy-polling on one) every wakeup takes
+// a CPU from a poller: the kernel switches to the newly woken thread at
+// once, and with the softirq work that lands on it, it held the vCPU
+// about 230 µs a time under TCG, 6 to 90 times over a tool's timed loop.
+// At SCHED_IDLE a woken sysmon no longer preempts a poller; it runs when a
+// CPU has nothing else to do, or for a sliver of a scheduler period.
+// perftest, one C thread, has nothing like it to move.
+//
+// What a late sysmon delays is harmless to a busy-polling tool on one P:
+// preempting the one goroutine (nothing else wants the P), taking the P
+// from a goroutine blocked in a system call (the CPU is then idle, so
+// sysmon runs), a forced garbage collection (every two minutes at most;
+// the timed loop allocates nothing).
+func quietMonitor(mode string) {
+	if mode != "idle" {
+		return
+	}
+	tid := monitorThread()
+	if tid == 0 {
+		fmt.Fprintln(os.Stderr, "goverbs: the Go runtime's monitor thread was not found; it keeps its priority")
+		return
+	}
+	if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "goverbs: the Go runtime's monitor thread keeps its priority: sched_setattr: %v\n", err)
 	}
 }

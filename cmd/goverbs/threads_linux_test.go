@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestMonitorThread checks that the thread monitorThread picks behaves as
+// sysmon: while a goroutine spins, sysmon sleeps between its rounds in
+// nanosleep(2), where no other thread of a Go process sleeps.
+func TestMonitorThread(t *testing.T) {
+	tid := monitorThread()
+	if tid == 0 {
+		t.Fatal("monitorThread: none found")
+	}
+	path := fmt.Sprintf("/proc/self/task/%d/syscall", tid)
+	seen := map[string]int{}
+	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if nr, err := strconv.Atoi(f[0]); err == nil && (nr == unix.SYS_NANOSLEEP || nr == unix.SYS_CLOCK_NANOSLEEP) {
+				return
+			}
+			seen[f[0]]++
+		}
+	}
+	t.Errorf("thread %d never seen in nanosleep in 200 ms of spinning; seen in (system call: readings) %v", tid, seen)
+}
+
+// TestQuietMonitor runs quietMonitor in a child process (so that this
+// test binary's own monitor keeps its priority) and checks the policy the
+// kernel then reports for the child's monitor thread.
+func TestQuietMonitor(t *testing.T) {
+	if os.Getenv("GOVERBS_TEST_QUIET_MONITOR") != "" {
+		return // the child's half is in TestQuietMonitorChild
+	}
+	for _, tc := range []struct {
+		mode string
+		want uint32
+	}{
+		{"idle", unix.SCHED_IDLE},
+		{"normal", unix.SCHED_NORMAL},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestQuietMonitorChild$", "-test.v")
+		cmd.Env = append(os.Environ(), "GOVERBS_TEST_QUIET_MONITOR="+tc.mode)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("-sysmon=%s: child: %v\n%s", tc.mode, err, out)
+		}
+		if got := "policy=" + strconv.Itoa(int(tc.want)); !strings.Contains(string(out), got) {
+			t.Errorf("-sysmon=%s: child's monitor thread: want %s in\n%s", tc.mode, got, out)
+		}
+		if strings.Contains(string(out), "goverbs:") {
+			t.Errorf("-sysmon=%s: the child printed a warning:\n%s", tc.mode, out)
+		}
+	}
+}
+
+func TestQuietMonitorChild(t *testing.T) {
+	mode := os.Getenv("GOVERBS_TEST_QUIET_MONITOR")
+	if mode == "" {
+		t.Skip("the child half of TestQuietMonitor")
+	}
+	runtime.GOMAXPROCS(1)
+	quietMonitor(mode)
+	tid := monitorThread()
+	attr, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("monitor thread %d policy=%d", tid, attr.Policy)
+}
