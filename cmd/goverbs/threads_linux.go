@@ -22,6 +22,8 @@ type threadStat struct {
 	run, wait, slices int64
 	utime, stime      int64 // user and system time, in clock ticks (/proc/…/stat)
 	vol, invol        int64
+	migrations        int64  // moves between CPUs (/proc/…/sched, se.nr_migrations)
+	cpu               int    // the CPU it last ran on (/proc/…/stat, field 39)
 	wchan             string // where it sleeps in the kernel: tells sysmon (nanosleep) from a parked M (futex) or the netpoller (epoll)
 }
 
@@ -52,9 +54,18 @@ func threadStats() map[int]threadStat {
 			// After the command name, in parentheses: fields 3 on; utime
 			// and stime are fields 14 and 15.
 			if i := bytes.LastIndexByte(b, ')'); i > 0 {
-				if f := strings.Fields(string(b[i+1:])); len(f) > 12 {
+				if f := strings.Fields(string(b[i+1:])); len(f) > 36 {
 					t.utime, _ = strconv.ParseInt(f[11], 10, 64)
 					t.stime, _ = strconv.ParseInt(f[12], 10, 64)
+					t.cpu, _ = strconv.Atoi(f[36])
+				}
+			}
+		}
+		if b, err := os.ReadFile(d + "/sched"); err == nil {
+			s := bufio.NewScanner(bytes.NewReader(b))
+			for s.Scan() {
+				if f := strings.Fields(s.Text()); len(f) == 3 && f[0] == "se.nr_migrations" {
+					t.migrations, _ = strconv.ParseInt(f[2], 10, 64)
 				}
 			}
 		}
@@ -75,8 +86,8 @@ func printThreadDiff(w io.Writer, before, after map[int]threadStat) {
 	sort.Ints(tids)
 	for _, tid := range tids {
 		a, b := after[tid], before[tid]
-		fmt.Fprintf(w, "thread %d: ran %.3f ms (user %d, system %d ticks), waited %.3f ms runnable, %d slices, %d voluntary and %d involuntary switches, sleeps in %q\n",
-			tid, float64(a.run-b.run)/1e6, a.utime-b.utime, a.stime-b.stime, float64(a.wait-b.wait)/1e6, a.slices-b.slices, a.vol-b.vol, a.invol-b.invol, a.wchan)
+		fmt.Fprintf(w, "thread %d: ran %.3f ms (user %d, system %d ticks), waited %.3f ms runnable, %d slices, %d voluntary and %d involuntary switches, %d migrations, on CPU %d, sleeps in %q\n",
+			tid, float64(a.run-b.run)/1e6, a.utime-b.utime, a.stime-b.stime, float64(a.wait-b.wait)/1e6, a.slices-b.slices, a.vol-b.vol, a.invol-b.invol, a.migrations-b.migrations, a.cpu, a.wchan)
 	}
 }
 
