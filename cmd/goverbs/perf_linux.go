@@ -76,7 +76,7 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.inline, "I", 0, "send messages of up to `N` bytes inline (IBV_SEND_INLINE), as perftest's --inline_size; 0 is what perftest takes on rxe: it inlines only on devices it knows (236 bytes for send_lat, 220 for write_lat, none for the bandwidth tests), and rxe is not one of them")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after the sides meet, before measuring (the Go runtime's sysmon settles; 0: none)")
-	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the timed loop: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller) or normal (default from GOVERBS_SYSMON)")
+	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the timed loop: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller), nice (nice 19, nearly as good, a larger share) or normal; the default comes from GOVERBS_SYSMON if set")
 	fs.BoolVar(&c.all, "U", false, "latency tests: print every sample in µs, in order, before the summary (perftest's --report-unsorted)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs perf [flags]         run the server side")

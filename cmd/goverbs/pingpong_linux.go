@@ -126,7 +126,7 @@ func pingpong(out io.Writer, args []string) int {
 	fs.BoolVar(&c.events, "e", false, "sleep on CQ events (default: poll)")
 	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (RoCE needs one)")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after connecting, before the timed exchanges (the Go runtime's sysmon settles; 0: none)")
-	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the polled exchanges: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller) or normal (default from GOVERBS_SYSMON)")
+	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the polled exchanges: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller), nice (nice 19, nearly as good, a larger share) or normal; the default comes from GOVERBS_SYSMON if set")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs pingpong [flags]          start a server and wait for a connection")
 		fmt.Fprintln(fs.Output(), "       goverbs pingpong [flags] HOST     connect to the server at HOST")

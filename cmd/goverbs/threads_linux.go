@@ -145,10 +145,11 @@ func sysmonFlag() string {
 }
 
 // validSysmon reports whether v is a value -sysmon takes.
-func validSysmon(v string) bool { return v == "idle" || v == "normal" }
+func validSysmon(v string) bool { return v == "idle" || v == "nice" || v == "normal" }
 
-// quietMonitor moves the Go runtime's monitor thread (sysmon) to the
-// SCHED_IDLE policy when mode is "idle"; "normal" leaves it alone.
+// quietMonitor lowers the priority of the Go runtime's monitor thread
+// (sysmon): mode "idle" moves it to the SCHED_IDLE policy, "nice" gives it
+// nice 19, "normal" leaves it alone.
 //
 // sysmon wakes every 10 ms while goroutines run, and more often after the
 // process blocked. On a machine with no core to spare (the benchmark VM:
@@ -156,9 +157,13 @@ func validSysmon(v string) bool { return v == "idle" || v == "normal" }
 // a CPU from a poller: the kernel switches to the newly woken thread at
 // once, and with the softirq work that lands on it, it held the vCPU
 // about 230 µs a time under TCG, 6 to 90 times over a tool's timed loop.
-// At SCHED_IDLE a woken sysmon no longer preempts a poller; it runs when a
-// CPU has nothing else to do, or for a sliver of a scheduler period.
-// perftest, one C thread, has nothing like it to move.
+// A woken SCHED_IDLE thread does not preempt a normal one; it runs when a
+// CPU has nothing else to do, or for a sliver of a scheduler period. At
+// nice 19 its weight makes a wakeup preemption all but impossible too, but
+// it keeps a larger share. perftest, one C thread, has nothing like it
+// to move. Measured on 6.1 (docs/PERFORMANCE.md): idle gave the lowest
+// p99, with a single stall of 1-13 ms in some runs; nice a little higher
+// p99 and no such stall.
 //
 // What a late sysmon delays is harmless to a busy-polling tool on one P:
 // preempting the one goroutine (nothing else wants the P), taking the P
@@ -166,7 +171,13 @@ func validSysmon(v string) bool { return v == "idle" || v == "normal" }
 // sysmon runs), a forced garbage collection (every two minutes at most;
 // the timed loop allocates nothing).
 func quietMonitor(mode string) {
-	if mode != "idle" {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr}
+	switch mode {
+	case "idle":
+		attr.Policy = unix.SCHED_IDLE
+	case "nice":
+		attr.Policy, attr.Nice = unix.SCHED_NORMAL, 19
+	default:
 		return
 	}
 	tid := monitorThread()
@@ -174,7 +185,7 @@ func quietMonitor(mode string) {
 		fmt.Fprintln(os.Stderr, "goverbs: the Go runtime's monitor thread was not found; it keeps its priority")
 		return
 	}
-	if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+	if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "goverbs: the Go runtime's monitor thread keeps its priority: sched_setattr: %v\n", err)
 	}
 }

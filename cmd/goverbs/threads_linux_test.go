@@ -48,9 +48,11 @@ func TestQuietMonitor(t *testing.T) {
 	for _, tc := range []struct {
 		mode string
 		want uint32
+		nice int
 	}{
-		{"idle", unix.SCHED_IDLE},
-		{"normal", unix.SCHED_NORMAL},
+		{"idle", unix.SCHED_IDLE, 0},
+		{"nice", unix.SCHED_NORMAL, 19},
+		{"normal", unix.SCHED_NORMAL, 0},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestQuietMonitorChild$", "-test.v")
 		cmd.Env = append(os.Environ(), "GOVERBS_TEST_QUIET_MONITOR="+tc.mode)
@@ -58,7 +60,7 @@ func TestQuietMonitor(t *testing.T) {
 		if err != nil {
 			t.Fatalf("-sysmon=%s: child: %v\n%s", tc.mode, err, out)
 		}
-		if got := "policy=" + strconv.Itoa(int(tc.want)); !strings.Contains(string(out), got) {
+		if got := fmt.Sprintf("policy=%d nice=%d", tc.want, tc.nice); !strings.Contains(string(out), got) {
 			t.Errorf("-sysmon=%s: child's monitor thread: want %s in\n%s", tc.mode, got, out)
 		}
 		if strings.Contains(string(out), "goverbs:") {
@@ -79,5 +81,5 @@ func TestQuietMonitorChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("monitor thread %d policy=%d", tid, attr.Policy)
+	t.Logf("monitor thread %d policy=%d nice=%d", tid, attr.Policy, attr.Nice)
 }
