@@ -161,14 +161,14 @@ func validSysmon(v string) bool { return v == "idle" || v == "nice" || v == "nor
 // CPU has nothing else to do, or for a sliver of a scheduler period. At
 // nice 19 its weight makes a wakeup preemption all but impossible too, but
 // it keeps a larger share. perftest, one C thread, has nothing like it
-// to move. Measured on 6.1 (docs/PERFORMANCE.md): idle gave the lowest
-// p99, with a single stall of 1-13 ms in some runs; nice a little higher
-// p99 and no such stall.
+// to move. Measured on 6.1 (docs/PERFORMANCE.md), p99 against perftest's:
+// 2.2x with sysmon left alone, 1.25x idle (with a single stall of 2-13 ms
+// in a fifth of the runs), 1.5x nice (no such stall).
 //
 // What a late sysmon delays is harmless to a busy-polling tool on one P:
 // preempting the one goroutine (nothing else wants the P), taking the P
-// from a goroutine blocked in a system call (the CPU is then idle, so
-// sysmon runs), a forced garbage collection (every two minutes at most;
+// from a goroutine blocked in a system call (the CPU that call leaves
+// idle lets sysmon run), a forced garbage collection (every two minutes at most;
 // the timed loop allocates nothing).
 func quietMonitor(mode string) {
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr}
