@@ -43,7 +43,7 @@ type perfConfig struct {
 	prof   string // CPU profile file, or ""
 	all    bool   // latency tests: print every sample, as perftest's -U
 	warmup time.Duration
-	sysmon string // -sysmon: idle or normal
+	sysmon string // -sysmon: idle, nice or normal
 }
 
 // perfPeer is what the two sides exchange over TCP, as one JSON line.

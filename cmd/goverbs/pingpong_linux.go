@@ -83,7 +83,7 @@ type ppConfig struct {
 	server  string
 	ud      bool
 	warmup  time.Duration
-	sysmon  string // -sysmon: idle or normal
+	sysmon  string // -sysmon: idle, nice or normal
 }
 
 // udQKey is the Q_Key ibv_ud_pingpong uses, and udGRH the room a UD

@@ -32,13 +32,10 @@ type threadStat struct {
 // threads ran beside the polling one, and how often the poller was
 // preempted.
 func threadStats() map[int]threadStat {
-	dirs, _ := filepath.Glob("/proc/self/task/*")
-	m := make(map[int]threadStat, len(dirs))
-	for _, d := range dirs {
-		tid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
-		}
+	tids := threadIDs()
+	m := make(map[int]threadStat, len(tids))
+	for _, tid := range tids {
+		d := "/proc/self/task/" + strconv.Itoa(tid)
 		var t threadStat
 		if b, err := os.ReadFile(d + "/schedstat"); err == nil {
 			fmt.Sscan(string(b), &t.run, &t.wait, &t.slices)
@@ -75,6 +72,18 @@ func threadStats() map[int]threadStat {
 		m[tid] = t
 	}
 	return m
+}
+
+// threadIDs lists the IDs of this process's threads (/proc/self/task).
+func threadIDs() []int {
+	dirs, _ := filepath.Glob("/proc/self/task/*")
+	tids := make([]int, 0, len(dirs))
+	for _, d := range dirs {
+		if tid, err := strconv.Atoi(filepath.Base(d)); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
 }
 
 // printThreadDiff prints, per thread, what changed between two readings.
@@ -115,13 +124,11 @@ func onePoller() {
 // the process ID, or, if IDs wrapped around before it was made, the lowest
 // of all.
 func monitorThread() int {
-	dirs, _ := filepath.Glob("/proc/self/task/*")
 	pid := os.Getpid()
 	above, below := 0, 0
-	for _, d := range dirs {
-		tid, err := strconv.Atoi(filepath.Base(d))
+	for _, tid := range threadIDs() {
 		switch {
-		case err != nil || tid == pid:
+		case tid == pid:
 		case tid > pid && (above == 0 || tid < above):
 			above = tid
 		case tid < pid && (below == 0 || tid < below):

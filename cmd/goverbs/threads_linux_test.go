@@ -25,16 +25,11 @@ func TestMonitorThread(t *testing.T) {
 	path := fmt.Sprintf("/proc/self/task/%d/syscall", tid)
 	seen := map[string]int{}
 	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
+		call, nr := inSyscall(t, path)
+		if nr == unix.SYS_NANOSLEEP || nr == unix.SYS_CLOCK_NANOSLEEP {
+			return
 		}
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			if nr, err := strconv.Atoi(f[0]); err == nil && (nr == unix.SYS_NANOSLEEP || nr == unix.SYS_CLOCK_NANOSLEEP) {
-				return
-			}
-			seen[f[0]]++
-		}
+		seen[call]++
 	}
 	t.Errorf("thread %d never seen in nanosleep in 200 ms of spinning; seen in (system call: readings) %v", tid, seen)
 }
@@ -99,16 +94,29 @@ func init() {
 func skipUnderEmulator(t *testing.T) {
 	t.Helper()
 	runtime.LockOSThread()
-	b, err := os.ReadFile("/proc/thread-self/syscall")
+	call, nr := inSyscall(t, "/proc/thread-self/syscall")
 	runtime.UnlockOSThread()
+	if nr != unix.SYS_READ {
+		t.Skipf("this %s test binary runs under a user-mode emulator: the kernel sees its read(2) as system call %s, not %d; /proc shows the emulator's threads", runtime.GOARCH, call, unix.SYS_READ)
+	}
+}
+
+// inSyscall reads a thread's syscall file (/proc/…/syscall): the first
+// word as it stands ("running", or the number of the system call the
+// thread is in), and that number, or -1.
+func inSyscall(t *testing.T, path string) (string, int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := strings.Fields(string(b))
 	if len(f) == 0 {
-		t.Fatalf("/proc/thread-self/syscall: %q", b)
+		t.Fatalf("%s: %q", path, b)
 	}
-	if nr, err := strconv.Atoi(f[0]); err != nil || nr != unix.SYS_READ {
-		t.Skipf("this %s test binary runs under a user-mode emulator: the kernel sees its read(2) as system call %s, not %d; /proc shows the emulator's threads", runtime.GOARCH, f[0], unix.SYS_READ)
+	nr, err := strconv.Atoi(f[0])
+	if err != nil {
+		return f[0], -1
 	}
+	return f[0], nr
 }
