@@ -13,6 +13,7 @@ import (
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/release"
 	"github.com/goverbs/goverbs/internal/transport"
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -119,7 +120,7 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	if fix != 0 {
 		fixRing(wcs[:n], off, w)
 	}
-	r.cons.Store((first + uint32(n)) & mask) // release: the kernel may reuse the slots
+	release.Store32(r.cons, (first+uint32(n))&mask) // the kernel may reuse the slots
 	l.Unlock()
 	return n, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/release"
 	"github.com/goverbs/goverbs/internal/transport"
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -193,7 +194,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	w.Dma.Resid = uint32(length)
 	q.ssn++
 	w.Ssn = q.ssn
-	sq.prod.Store((prod + 1) & sq.mask) // release: the WQE is complete
+	release.Store32(sq.prod, (prod+1)&sq.mask) // the WQE is complete
 	return nil
 }
 
@@ -229,7 +230,7 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = uint32(length), uint32(length), 0
 		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
 		putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)
-		rq.prod.Store((prod + 1) & rq.mask) // release
+		release.Store32(rq.prod, (prod+1)&rq.mask)
 	}
 	return len(wrs), nil
 }

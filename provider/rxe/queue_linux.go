@@ -12,9 +12,10 @@ import (
 
 // queue is a mapped struct rxe_queue_buf: the ring the kernel shares with
 // user space for a CQ, SQ or RQ. Its memory is coherent CPU memory, so
-// sync/atomic orders it: the consumer acquire-loads the producer index,
-// copies the slot, and release-stores its own index (and the producer the
-// reverse). Indices are kept masked, in [0, mask].
+// CPU ordering is all it needs: the consumer acquire-loads the producer
+// index (sync/atomic), copies the slot, and release-stores its own index
+// (internal/release: a plain MOV on x86, no locked instruction); the
+// producer the reverse. Indices are kept masked, in [0, mask].
 type queue struct {
 	mem   []byte // the mapping; unmap releases it, nothing else does
 	prod  *atomic.Uint32
