@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/goverbs/goverbs/internal/spin"
 )
 
 // Backend is the kernel and provider side of one CQ, made by the device
@@ -53,7 +54,9 @@ type Ring interface {
 // So two Polls never take the same completion, and a Poll never reads a
 // ring that Close or Resize (which hold the lock) has unmapped.
 type RingLock struct {
-	mu  sync.Mutex
+	// mu is a spin lock, as rdma-core's providers take here: one locked
+	// instruction to take it, a plain store to release it (internal/spin).
+	mu  spin.Lock
 	err atomic.Pointer[error]
 	// single: the CQ was made WithSingleThreaded, and Lock and Unlock do
 	// nothing (set by New before the Ring gets the RingLock).
@@ -69,6 +72,11 @@ func (l *RingLock) Lock() {
 		l.mu.Lock()
 	}
 }
+
+// TryLock takes the CQ's lock if it is free (always, if the CQ is
+// single-threaded) and reports whether it did: in step 3 of the protocol
+// above, a Ring may try it first and fall back to Lock.
+func (l *RingLock) TryLock() bool { return l.single || l.mu.TryLock() }
 
 // Unlock releases it.
 func (l *RingLock) Unlock() {
