@@ -70,7 +70,11 @@ func TestTryLock(t *testing.T) {
 	}
 	l.Unlock()
 	l.Lock()
+	held := l.TryLock()
 	l.Unlock()
+	if held {
+		t.Fatal("TryLock succeeded after Lock")
+	}
 }
 
 func TestUnlockUnlocked(t *testing.T) {
@@ -84,24 +88,35 @@ func TestUnlockUnlocked(t *testing.T) {
 }
 
 func TestAllocs(t *testing.T) {
-	var l spin.Lock
-	if a := testing.AllocsPerRun(100, func() { l.Lock(); l.Unlock() }); a != 0 {
+	var (
+		l spin.Lock
+		n int
+	)
+	if a := testing.AllocsPerRun(100, func() { l.Lock(); n++; l.Unlock() }); a != 0 {
 		t.Fatalf("Lock and Unlock allocate: %v per run", a)
 	}
 }
 
 func BenchmarkLockUnlock(b *testing.B) {
-	var l spin.Lock
+	var (
+		l spin.Lock
+		n int
+	)
 	for i := 0; i < b.N; i++ {
 		l.Lock()
+		n += i
 		l.Unlock()
 	}
 }
 
 func BenchmarkMutexLockUnlock(b *testing.B) {
-	var l sync.Mutex
+	var (
+		l sync.Mutex
+		n int
+	)
 	for i := 0; i < b.N; i++ {
 		l.Lock()
+		n += i
 		l.Unlock()
 	}
 }
