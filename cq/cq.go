@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/goverbs/goverbs/internal/spin"
 )
 
 // Backend is the kernel and provider side of one CQ, made by the device
@@ -54,9 +53,7 @@ type Ring interface {
 // So two Polls never take the same completion, and a Poll never reads a
 // ring that Close or Resize (which hold the lock) has unmapped.
 type RingLock struct {
-	// mu is a spin lock, as rdma-core's providers take here: one locked
-	// instruction to take it, a plain store to release it (internal/spin).
-	mu  spin.Lock
+	mu  sync.Mutex
 	err atomic.Pointer[error]
 	// single: the CQ was made WithSingleThreaded, and Lock and Unlock do
 	// nothing (set by New before the Ring gets the RingLock).

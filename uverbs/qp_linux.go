@@ -12,7 +12,6 @@ import (
 	"github.com/goverbs/goverbs/internal/cqhook"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
-	"github.com/goverbs/goverbs/internal/spin"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -33,11 +32,7 @@ type QP struct {
 	closed bool
 
 	sendMu sync.Mutex // serialises PostSend
-	// recvMu serialises PostRecv: a spin lock (internal/spin), since
-	// posting receives makes no system call on any provider. sendMu stays
-	// a sync.Mutex: rxe's PostSend holds it across its doorbell, a write
-	// system call.
-	recvMu spin.Lock
+	recvMu sync.Mutex // serialises PostRecv
 }
 
 // uverbs.SGE and provider.SGE share a layout (the SGLs of the requests
