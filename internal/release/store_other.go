@@ -7,6 +7,3 @@ import "sync/atomic"
 // Store32 stores v at p with release ordering: sync/atomic's Store, a
 // release store or stronger on every architecture.
 func Store32(p *atomic.Uint32, v uint32) { p.Store(v) }
-
-// Plain is true where Store32 is a plain store.
-const Plain = false

@@ -10,6 +10,3 @@ import (
 // Store32 stores v at p with release ordering: a plain MOV (the package
 // comment says why that is enough here).
 func Store32(p *atomic.Uint32, v uint32) { *(*uint32)(unsafe.Pointer(p)) = v }
-
-// Plain is true where Store32 is a plain store.
-const Plain = true

@@ -87,8 +87,8 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// here on a path that returns from no call but fixWC's, so nothing is
 	// kept on the stack for it. (A value live across a call is spilled
 	// before it, on every path the call is reachable from: taking the
-	// lock, a batch and the fix-up here cost nine stores and their loads,
-	// a tenth of the time under TCG.) Anything else, and any surprise
+	// lock, a batch and the fix-up here cost nine stores and their
+	// loads, and TCG charges for every memory access.) Anything else, and any surprise
 	// (the CQ broken or closed, the ring gone or found empty), goes to
 	// pollLocked, which starts over.
 	if len(wcs) == 1 && l.TryLock() {
