@@ -131,6 +131,9 @@ func pollDrain(b *testing.B, opts ...cq.Option) {
 			b.ReportAllocs()
 			var cqes, rounds, dirty int
 			var took time.Duration
+			if dg := startDiag(); dg != nil {
+				b.Cleanup(func() { dg.report(b) }) // after the figures: it allocates
+			}
 			for b.Loop() {
 				for took < 100*time.Millisecond && rounds < 500 {
 					e.fill(b, wrs, settle)

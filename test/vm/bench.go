@@ -36,6 +36,7 @@ var (
 	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best")
 	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
 	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
+	flagBenchNoSig  = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
 	flagBenchKProf  = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
 )
 
@@ -155,6 +156,9 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 				}
 			}
 			steps = append(steps, t)
+			if *flagBenchNoSig {
+				steps = append(steps, noPreemptStep(t, r))
+			}
 		}
 	}
 	if cbench {
@@ -197,6 +201,47 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 120})
 	}
 	return steps
+}
+
+// noSignal marks the Go benchmarks run with GODEBUG=asyncpreemptoff=1:
+// the prefix of their console lines, and the suffix of their names in
+// benchResult.
+const (
+	noSignalPrefix = "nopreempt| "
+	noSignalSuffix = "@nopreempt"
+)
+
+// noPreemptBench is the -test.bench pattern of the run without the
+// preemption signal, unless -run names one: the poll benchmarks.
+const noPreemptBench = "^Poll(Drain|DrainSingle)$"
+
+// noPreemptStep is the Go benchmark step t (run r) again, the poll
+// benchmarks only, with the runtime's asynchronous preemption off.
+//
+// Why: every 10 ms the Go runtime preempts a goroutine that has run that
+// long (a busy poll loop, a drain benchmark) with a signal, and under
+// QEMU's TCG each such signal costs the vCPU its emulated TLB and
+// translated-code jump cache, measured with -qemustats (docs/PERFORMANCE.md).
+// The drain after it walks its ring pages and code with both cold; C's
+// drain, with no runtime, never pays that. On hardware a signal costs
+// microseconds every 10 ms. The tables show both runs, the targets
+// judged on the first (the runtime as it comes).
+func noPreemptStep(t plan.Step, r int) plan.Step {
+	t.Name = fmt.Sprintf("%s (GODEBUG=asyncpreemptoff=1)", strings.TrimSuffix(t.Name, fmt.Sprintf(" #%d", r))) + fmt.Sprintf(" #%d", r)
+	argv := make([]string, 0, len(t.Argv))
+	for _, a := range t.Argv {
+		if strings.HasPrefix(a, "-test.cpuprofile=") {
+			continue
+		}
+		if strings.HasPrefix(a, "-test.bench=") && *flagRun == "" {
+			a = "-test.bench=" + noPreemptBench
+		}
+		argv = append(argv, a)
+	}
+	t.Argv = argv
+	t.Env = append(slices.Clone(t.Env), "GODEBUG=asyncpreemptoff=1")
+	t.Prefix = noSignalPrefix
+	return t
 }
 
 // toolSteps is the tool pairs of a bench VM (rdma-core's, then goverbs',
@@ -287,11 +332,15 @@ var microTargets = map[string]float64{
 // (rdma-core's rxe provider locks its CQ in every poll, whatever
 // IBV_CREATE_CQ_ATTR_SINGLE_THREADED says: rxe_create_cq_ex ignores it).
 func cTwin(name string) string {
+	name = baseName(name)
 	if rest, ok := strings.CutPrefix(name, "PollDrainSingle/"); ok {
 		return "PollDrain/" + rest
 	}
 	return name
 }
+
+// baseName is a Go benchmark's name without noSignalSuffix.
+func baseName(name string) string { return strings.TrimSuffix(name, noSignalSuffix) }
 
 // microUnit is the unit each Go benchmark is compared in.
 var microUnit = map[string]string{
@@ -310,7 +359,9 @@ var microUnit = map[string]string{
 
 var microOrder = []string{"PollEmpty", "PollDrain/batch=1", "PollDrain/batch=16", "PollDrain/batch=64",
 	"PollDrainSingle/batch=1", "PollDrainSingle/batch=16", "PollDrainSingle/batch=64",
-	"ReqNotify", "EventRoundTrip", "PostSend", "PostRecv"}
+	"ReqNotify", "EventRoundTrip", "PostSend", "PostRecv",
+	"PollDrain/batch=1" + noSignalSuffix, "PollDrain/batch=16" + noSignalSuffix, "PollDrain/batch=64" + noSignalSuffix,
+	"PollDrainSingle/batch=1" + noSignalSuffix, "PollDrainSingle/batch=16" + noSignalSuffix, "PollDrainSingle/batch=64" + noSignalSuffix}
 
 // microLabel says in words what each Go benchmark measures.
 var microLabel = map[string]string{
@@ -325,6 +376,13 @@ var microLabel = map[string]string{
 	"EventRoundTrip":           "event round trip: arm, post, wake, ack, poll",
 	"PostSend":                 "PostSend per WR (batches of 32, one doorbell)",
 	"PostRecv":                 "PostRecv per WR",
+
+	"PollDrain/batch=1" + noSignalSuffix:        "poll per CQE, batch 1, no preemption signal (GODEBUG=asyncpreemptoff=1; C: the same drain)",
+	"PollDrain/batch=16" + noSignalSuffix:       "poll per CQE, batch 16, no preemption signal",
+	"PollDrain/batch=64" + noSignalSuffix:       "poll per CQE, batch 64, no preemption signal",
+	"PollDrainSingle/batch=1" + noSignalSuffix:  "poll per CQE, batch 1, single-threaded CQ, no preemption signal",
+	"PollDrainSingle/batch=16" + noSignalSuffix: "poll per CQE, batch 16, single-threaded CQ, no preemption signal",
+	"PollDrainSingle/batch=64" + noSignalSuffix: "poll per CQE, batch 64, single-threaded CQ, no preemption signal",
 }
 
 // benchResult is what one kernel's bench VM measured.
@@ -361,7 +419,12 @@ func parseBench(console []string) *benchResult {
 	}
 	for _, l := range console {
 		l = strings.TrimRight(l, " \t\r")
+		suffix := ""
+		if _, rest, ok := strings.Cut(l, noSignalPrefix); ok {
+			l, suffix = rest, noSignalSuffix
+		}
 		if m := goBenchRow.FindStringSubmatch(l); m != nil {
+			m[1] += suffix
 			f := strings.Fields(m[2])
 			for i := 0; i+1 < len(f); i += 2 {
 				v, err := strconv.ParseFloat(f[i], 64)
@@ -377,7 +440,7 @@ func parseBench(console []string) *benchResult {
 					if a, ok := r.Allocs[m[1]]; !ok || v < a {
 						r.Allocs[m[1]] = v
 					}
-				case unit == microUnit[m[1]]:
+				case unit == microUnit[baseName(m[1])]:
 					r.MicroGo[m[1]] = append(r.MicroGo[m[1]], v)
 				}
 			}
@@ -494,7 +557,7 @@ func (r *benchResult) microTable() string {
 		if !math.IsNaN(ratio) {
 			rs = fmt.Sprintf("%.2f×", ratio)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", microLabel[name], microUnit[name], num(c), num(g),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", microLabel[name], microUnit[baseName(name)], num(c), num(g),
 			rs, verdict(ratio, microTargets[name], true), allocs)
 	}
 	return b.String()
@@ -584,6 +647,8 @@ func benchReport(ctx context.Context, root string, runs []benchRun) error {
 		for _, l := range run.res.Console {
 			if strings.HasPrefix(l, "Benchmark") || strings.HasPrefix(l, "cbench ") {
 				fmt.Println("  " + l)
+			} else if _, rest, ok := strings.Cut(l, noSignalPrefix); ok && strings.HasPrefix(rest, "Benchmark") {
+				fmt.Println("  " + rest + " (GODEBUG=asyncpreemptoff=1)")
 			}
 		}
 		fmt.Printf("\nHot paths on %s, goverbs against rdma-core:\n%s", run.name, r.microTable())

@@ -19,6 +19,7 @@ var benchConsole = []string{
 	"BenchmarkPollEmpty-2        	  897423	       131.4 ns/op	       0 B/op	       0 allocs/op",
 	"BenchmarkPollDrain/batch=1-2         	     662	    178241 ns/op	       661.4 ns/CQE	       0 B/op	       0 allocs/op",
 	"BenchmarkPostSend-2                  	     129	    801140 ns/op	     24936 ns/WR	      26 B/op	       0 allocs/op",
+	"  nopreempt| BenchmarkPollDrain/batch=1-2         	       1	2753783207 ns/op	       540.5 ns/CQE	       0 B/op	       0 allocs/op",
 	"cbench PollEmpty 1000000 100 ns/op",
 	"cbench PollEmpty 1000000 120 ns/op",
 	"cbench PollDrain/batch=1 300 600 ns/CQE",
@@ -39,8 +40,8 @@ func TestParseBench(t *testing.T) {
 	r := parseBench(benchConsole)
 	want := &benchResult{
 		MicroC:  map[string][]float64{"PollEmpty": {100, 120}, "PollDrain/batch=1": {600}, "PostSend": {25000}},
-		MicroGo: map[string][]float64{"PollEmpty": {131.4}, "PollDrain/batch=1": {661.4}, "PostSend": {24936}},
-		Allocs:  map[string]float64{"PollEmpty": 0, "PollDrain/batch=1": 0, "PostSend": 0},
+		MicroGo: map[string][]float64{"PollEmpty": {131.4}, "PollDrain/batch=1": {661.4}, "PostSend": {24936}, "PollDrain/batch=1@nopreempt": {540.5}},
+		Allocs:  map[string]float64{"PollEmpty": 0, "PollDrain/batch=1": 0, "PostSend": 0, "PollDrain/batch=1@nopreempt": 0},
 		ToolC: map[string][]float64{
 			"send_lat/t_typical [µs]": {14.25, 14.18}, "send_lat/t_avg [µs]": {15.42, 15.46}, "send_lat/99% [µs]": {41.03, 46.07},
 			"send_bw/BW average [MB/s]": {44}, "send_bw/MsgRate [Mpps]": {0.011269},
@@ -65,6 +66,8 @@ func TestBenchTables(t *testing.T) {
 		"| poll per CQE, batch 1 | ns/CQE | 600 | 661 | 1.10× | ≤ 0.9× **missed** | 0 |",
 		"| PostSend per WR (batches of 32, one doorbell) | ns/WR | 25000 | 24936 | 1.00× |  | 0 |",
 		"| PostRecv per WR | ns/WR | – | – | – |  | – |",
+		// The run without the preemption signal, against the same C drain, with no target.
+		"| poll per CQE, batch 1, no preemption signal (GODEBUG=asyncpreemptoff=1; C: the same drain) | ns/CQE | 600 | 540 | 0.90× |  | 0 |",
 	} {
 		if !strings.Contains(micro, want) {
 			t.Errorf("hot-path table lacks %q:\n%s", want, micro)
@@ -152,5 +155,22 @@ func TestMlx5Table(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+func TestNoPreemptStep(t *testing.T) {
+	in := plan.Step{Name: "github.com/goverbs/goverbs/test/bench #1", Dir: "/t",
+		Argv: []string{"/t/bench.test", "-test.timeout=20m", "-test.run=^$", "-test.bench=.", "-test.benchmem", "-test.cpuprofile=/tmp/p"},
+		Env:  []string{"A=1"}}
+	got := noPreemptStep(in, 1)
+	want := plan.Step{Name: "github.com/goverbs/goverbs/test/bench (GODEBUG=asyncpreemptoff=1) #1", Dir: "/t",
+		Argv:   []string{"/t/bench.test", "-test.timeout=20m", "-test.run=^$", "-test.bench=" + noPreemptBench, "-test.benchmem"},
+		Env:    []string{"A=1", "GODEBUG=asyncpreemptoff=1"},
+		Prefix: noSignalPrefix}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("noPreemptStep (-want +got):\n%s", diff)
+	}
+	if in.Env[0] != "A=1" || len(in.Env) != 1 || len(in.Argv) != 6 {
+		t.Errorf("noPreemptStep changed its input: %+v", in)
 	}
 }
