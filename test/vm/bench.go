@@ -212,8 +212,9 @@ const (
 )
 
 // noPreemptBench is the -test.bench pattern of the run without the
-// preemption signal, unless -run names one: the poll benchmarks.
-const noPreemptBench = "^Poll(Drain|DrainSingle)$"
+// preemption signal, unless -run names one: the drain benchmarks. (The
+// pattern meets the function's whole name, Benchmark included.)
+const noPreemptBench = "^BenchmarkPollDrain(Single)?$"
 
 // noPreemptStep is the Go benchmark step t (run r) again, the poll
 // benchmarks only, with the runtime's asynchronous preemption off.
