@@ -33,10 +33,11 @@ var noCheckptr bool
 
 var (
 	flagBenchRounds = flag.Int("benchrounds", 2, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
-	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best")
+	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best; 0 runs none of them and writes no tables")
 	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
 	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
 	flagBenchNoSig  = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
+	flagBenchPairs  = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
 	flagBenchKProf  = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
 )
 
@@ -143,7 +144,7 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 	}
 	// C, Go, C, Go, …, C: each Go run between two C runs, so that load
 	// on the host (other work on its cores) reaches both sides alike.
-	for r := range max(*flagBenchMicro, 1) {
+	for r := range *flagBenchMicro {
 		if cbench {
 			steps = append(steps, c(r))
 		}
@@ -161,8 +162,8 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 			}
 		}
 	}
-	if cbench {
-		steps = append(steps, c(max(*flagBenchMicro, 1)))
+	if cbench && *flagBenchMicro > 0 {
+		steps = append(steps, c(*flagBenchMicro))
 	}
 	port := 20000
 	if *flagBenchKProf != "" {
@@ -251,6 +252,9 @@ func noPreemptStep(t plan.Step, r int) plan.Step {
 func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step {
 	var steps []plan.Step
 	pair := func(test string, c, g []string, client func(argv []string) []string) {
+		if !benchPairWanted(test) {
+			return
+		}
 		for r := 0; r < *flagBenchRounds; r++ {
 			for i, side := range []string{"c", "go", "go", "c"} {
 				*port++
@@ -295,6 +299,18 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 			plan.Step{Name: tag + " client", Argv: append(cli, "127.0.0.1"), DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 300})
 	}
 	return steps
+}
+
+// benchPairWanted reports whether -benchpairs selects the tool pair test.
+func benchPairWanted(test string) bool {
+	return *flagBenchPairs == "" || regexp.MustCompile(*flagBenchPairs).MatchString(test) // checked in main
+}
+
+// partialBench reports whether the flags leave out part of make bench
+// (-run, -benchmicro=0, -benchpairs, -benchtools=false): then its tables are not written,
+// since they would stand for a run that did not happen.
+func partialBench() bool {
+	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || !*flagBenchTools
 }
 
 // benchFigure is one figure a tool reports.
@@ -668,7 +684,7 @@ func benchReport(ctx context.Context, root string, runs []benchRun) error {
 			fmt.Printf("\n%d CPU profiles in %s (go tool pprof -top %s/<file>)\n", len(files), dir, dir)
 		}
 	}
-	if len(results) == 0 || *flagRun != "" {
+	if len(results) == 0 || partialBench() {
 		return nil
 	}
 	if err := writePerformance(root, results, hostBench(ctx, root)); err != nil {

@@ -174,3 +174,43 @@ func TestNoPreemptStep(t *testing.T) {
 		t.Errorf("noPreemptStep changed its input: %+v", in)
 	}
 }
+
+// TestBenchPairsFlag: -benchpairs keeps only the matching tool pairs, and
+// any flag that leaves part of make bench out keeps its tables unwritten.
+func TestBenchPairsFlag(t *testing.T) {
+	defer func(p string, m int, tools bool) {
+		*flagBenchPairs, *flagBenchMicro, *flagBenchTools = p, m, tools
+	}(*flagBenchPairs, *flagBenchMicro, *flagBenchTools)
+	tests := func() map[string]int {
+		port := 0
+		n := map[string]int{}
+		for _, s := range toolSteps(&port, "/lib", func(string) string { return "" }) {
+			n[strings.Fields(s.Name)[1]]++
+		}
+		return n
+	}
+	*flagBenchPairs, *flagBenchMicro, *flagBenchTools = "", 3, true
+	if partialBench() {
+		t.Error("partialBench with make bench's flags")
+	}
+	all := tests()
+	if len(all) != 5 {
+		t.Errorf("tool pairs with no -benchpairs: %v, want five tests", all)
+	}
+	*flagBenchPairs = "^pingpong$"
+	got := tests()
+	if want := map[string]int{"pingpong": all["pingpong"]}; !cmp.Equal(want, got) {
+		t.Errorf("-benchpairs=^pingpong$: %v, want %v", got, want)
+	}
+	if !partialBench() {
+		t.Error("partialBench false with -benchpairs")
+	}
+	*flagBenchPairs, *flagBenchMicro = "", 0
+	if !partialBench() || len(benchSteps(nil, true, "/lib")) != len(toolSteps(new(int), "/lib", func(string) string { return "" })) {
+		t.Error("-benchmicro=0 should leave only the tool pairs, and their tables unwritten")
+	}
+	*flagBenchMicro, *flagBenchTools = 3, false
+	if !partialBench() {
+		t.Error("partialBench false with -benchtools=false")
+	}
+}

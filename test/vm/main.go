@@ -78,9 +78,11 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if _, err := regexp.Compile(*flagBenchKProf); err != nil {
-		logf("-benchkprof: %v", err)
-		os.Exit(2)
+	for name, re := range map[string]string{"benchkprof": *flagBenchKProf, "benchpairs": *flagBenchPairs} {
+		if _, err := regexp.Compile(re); err != nil {
+			logf("-%s: %v", name, err)
+			os.Exit(2)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
