@@ -75,6 +75,8 @@ vet: tools
 
 lint: tools
 	$(GO) run $(STATICCHECK) ./...
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
+	@echo "go mod tidy: ok"
 
 cross: tools
 	@set -e; for p in $(CROSS); do \

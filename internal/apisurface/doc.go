@@ -1,5 +1,8 @@
-// Package apisurface holds no code: its test holds goverbs' public
-// packages to one exported API on every GOOS and GOARCH goverbs builds for.
+// Package apisurface holds no code: its tests hold goverbs' public
+// packages to one exported API on every GOOS and GOARCH goverbs builds for,
+// and every package to the package graph of docs/ARCHITECTURE.md
+// (TestLayers: what each library package may import, no dependency but
+// x/sys and go-cmp, no cgo).
 //
 // goverbs runs on Linux only, but a program that uses it must also build
 // on darwin and windows, where every entry point returns an error wrapping
