@@ -20,28 +20,44 @@ import (
 // concurrent use. Wait and TryWait may be called from many goroutines;
 // one at a time reads the fd.
 type Channel struct {
-	dev    string
-	f      *os.File // non-blocking
-	rc     syscall.RawConn
-	readFn func(fd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
-	tryFn  func(fd uintptr)      // = ch.readTry
+	dev string
+	// f is the channel's fd, non-blocking, and not on the runtime's
+	// poller: goverbs reads it with raw system calls. Were it on the
+	// poller, the kernel would wake the runtime's poller thread for every
+	// event it queues while no Wait is parked (any Go program with a
+	// timer pending has a thread in epoll_wait), costing a thread wakeup
+	// and a cross-CPU interrupt per event that a Wait then takes at once.
+	f  *os.File
+	fd int
+	// ep is an epoll instance of the channel's own, on the runtime's
+	// poller. It watches fd (watched) from the first Wait that has to
+	// park until a Wait or TryWait finds an event without parking: while
+	// Waits park, the watch stays and costs nothing per Wait; while
+	// events come before the Waits, the runtime does not hear of them.
+	ep      *os.File
+	eprc    syscall.RawConn
+	readFn  func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
+	watchFn func(epfd uintptr)      // = ch.unwatch
 
 	mu     sync.RWMutex
 	users  int            // guarded by mu: CQs attached
 	closed bool           // guarded by mu
 	table  map[uint64]*CQ // guarded by mu: event handle -> CQ
 
-	// turn is a one-token semaphore: its holder reads the fd, owns the
-	// fd's read deadline and the fields below.
+	// turn is a one-token semaphore: its holder reads the fd, owns ep's
+	// read deadline and the fields below. Close takes it before it closes
+	// the fd, so the fd outlives every read.
 	turn     chan struct{}
 	pending  [64]uint64 // handles read from the fd, not yet delivered
 	head, n  int
 	rbuf     [8]byte // struct ib_uverbs_comp_event_desc
 	readErr  error
-	lastRead int // events the last read pass took
+	lastRead int  // events the last read pass took
+	watched  bool // fd is in ep
+	parked   bool // this park's callback found nothing and parked
 	// kicked is set by a cancelled Wait's context, just before it moves
-	// the fd's read deadline into the past: the next park clears the
-	// deadline only then, not on every park.
+	// ep's read deadline into the past: the next park clears the deadline
+	// only then, not on every park.
 	kicked atomic.Bool
 }
 
@@ -61,20 +77,41 @@ var aLongTimeAgo = time.Unix(1, 0)
 // there is no reason to call it directly.
 func NewChannel(fd int, dev string) (*Channel, error) {
 	const op = "create comp channel"
-	if err := setNonblock(fd, true); err != nil {
+	// os.NewFile puts a non-blocking fd on the runtime's poller; a
+	// blocking one it leaves alone. So the fd goes in blocking and is made
+	// non-blocking after.
+	if err := setNonblock(fd, false); err != nil {
 		closeFD(fd)
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
-	ch := &Channel{dev: dev, f: os.NewFile(uintptr(fd), dev+"-comp-channel"),
+	ch := &Channel{dev: dev, fd: fd, f: os.NewFile(uintptr(fd), dev+"-comp-channel"),
 		table: map[uint64]*CQ{}, turn: make(chan struct{}, 1)}
-	rc, err := ch.f.SyscallConn()
+	if err := setNonblock(fd, true); err != nil {
+		ch.f.Close()
+		return nil, &OpError{Op: op, Device: dev, Err: err}
+	}
+	epfd, err := newEpoll()
+	if err == nil {
+		if err = setNonblock(epfd, true); err != nil {
+			closeFD(epfd)
+		}
+	}
 	if err != nil {
 		ch.f.Close()
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
-	ch.rc = rc
+	ch.ep = os.NewFile(uintptr(epfd), dev+"-comp-channel-epoll")
+	ch.eprc, err = ch.ep.SyscallConn()
+	if err == nil {
+		err = ch.ep.SetReadDeadline(time.Time{}) // fails if it is not on the poller
+	}
+	if err != nil {
+		ch.ep.Close()
+		ch.f.Close()
+		return nil, &OpError{Op: op, Device: dev, Err: err}
+	}
 	ch.readFn = ch.readWait
-	ch.tryFn = ch.readTry
+	ch.watchFn = ch.unwatch
 	return ch, nil
 }
 
@@ -116,15 +153,24 @@ func (ch *Channel) lookup(h uint64) *CQ {
 func (ch *Channel) Close() error {
 	const op = "destroy comp channel"
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	switch {
 	case ch.closed:
+		ch.mu.Unlock()
 		return &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
 	case ch.users > 0:
-		return &OpError{Op: op, Device: ch.dev, Err: &busyError{n: ch.users, what: "CQ", verb: "attached to the channel"}}
+		n := ch.users
+		ch.mu.Unlock()
+		return &OpError{Op: op, Device: ch.dev, Err: &busyError{n: n, what: "CQ", verb: "attached to the channel"}}
 	}
 	ch.closed = true
-	if err := ch.f.Close(); err != nil {
+	ch.mu.Unlock()
+	err := ch.ep.Close()  // wakes a parked Wait, which then gives up its turn
+	ch.turn <- struct{}{} // no Wait or TryWait is reading the fd now
+	if ferr := ch.f.Close(); err == nil {
+		err = ferr
+	}
+	<-ch.turn
+	if err != nil {
 		return &OpError{Op: op, Device: ch.dev, Err: err}
 	}
 	return nil
@@ -173,16 +219,22 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 
 // park reads the fd, parking on the poller until at least one event came
 // or ctx ends. The caller holds turn.
+//
+// It reads first; only when nothing is queued does it put the fd into ep
+// (level-triggered: an event queued in between makes ep ready at once)
+// and park on ep. It leaves the watch in place for the next Wait after a
+// park that an event ended, and takes it away when the read found an
+// event without parking, or when the wait ended otherwise.
 func (ch *Channel) park(ctx context.Context) error {
 	if ch.kicked.Load() { // a cancelled Wait left the deadline in the past
 		ch.kicked.Store(false)
-		_ = ch.f.SetReadDeadline(time.Time{})
+		_ = ch.ep.SetReadDeadline(time.Time{})
 	}
 	if ctx.Done() != nil { // context.Background allocates nothing here
 		kicked := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
 			ch.kicked.Store(true)
-			_ = ch.f.SetReadDeadline(aLongTimeAgo)
+			_ = ch.ep.SetReadDeadline(aLongTimeAgo)
 			close(kicked)
 		})
 		defer func() {
@@ -192,7 +244,11 @@ func (ch *Channel) park(ctx context.Context) error {
 		}()
 	}
 	ch.readErr = nil
-	err := ch.rc.Read(ch.readFn) // the callback reads before parking
+	err := ch.eprc.Read(ch.readFn) // the callback reads before parking
+	if ch.watched && (err != nil || !ch.parked) {
+		ch.unwatchNow()
+	}
+	ch.parked = false
 	switch {
 	case err == nil:
 		return ch.readErr
@@ -201,18 +257,13 @@ func (ch *Channel) park(ctx context.Context) error {
 	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
 		return ctx.Err()
 	}
-	// The poller failed without reading: a channel whose device was
-	// disassociated polls EPOLLERR alone (ib_uverbs_event_poll), which the
-	// runtime reports to every later wait as "not pollable". The fd itself
-	// says why: read(2) fails with EIO.
-	ch.readErr, ch.lastRead = nil, 0
-	if cerr := ch.rc.Control(ch.tryFn); cerr == nil {
-		switch {
-		case ch.readErr != nil:
-			return ch.readErr
-		case ch.lastRead > 0:
-			return nil
-		}
+	// The poller failed without reading. The fd itself may say why.
+	ch.readAll(ch.fd)
+	switch {
+	case ch.readErr != nil:
+		return ch.readErr
+	case ch.lastRead > 0:
+		return nil
 	}
 	return fmt.Errorf("%v, with no event to read: %w", err, syscall.EIO)
 }
@@ -232,13 +283,14 @@ func (ch *Channel) TryWait() (*CQ, error) {
 		if c := ch.next(); c != nil {
 			return c, nil
 		}
-		ch.readErr, ch.lastRead = nil, 0
-		if err := ch.rc.Control(ch.tryFn); err != nil {
-			if ch.isClosed() {
-				err = ErrClosed
-			}
-			return nil, &OpError{Op: op, Device: ch.dev, Err: err}
+		if ch.isClosed() {
+			return nil, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
 		}
+		if ch.watched {
+			ch.unwatchNow() // a caller that does not park: its events need not wake the poller
+		}
+		ch.readErr = nil
+		ch.readAll(ch.fd) // turn keeps Close from closing the fd under it
 		if ch.readErr != nil {
 			return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
 		}
@@ -263,12 +315,34 @@ func (ch *Channel) next() *CQ {
 	return nil
 }
 
-// readWait is the Wait callback: read until EAGAIN (or the buffer is
-// full); false, to park, when nothing came.
-func (ch *Channel) readWait(fd uintptr) bool {
-	ch.readAll(int(fd))
-	return ch.lastRead > 0 || ch.readErr != nil
+// readWait is the Wait callback, with ep's fd: read until EAGAIN (or the
+// buffer is full); when nothing came, watch the fd through ep and say
+// false, to park.
+func (ch *Channel) readWait(epfd uintptr) bool {
+	ch.readAll(ch.fd)
+	if ch.lastRead > 0 || ch.readErr != nil {
+		return true
+	}
+	if !ch.watched {
+		if err := epollWatch(int(epfd), ch.fd, true); err != nil {
+			ch.readErr = err
+			return true
+		}
+		ch.watched = true
+	}
+	ch.parked = true
+	return false
 }
 
-// readTry is the TryWait callback: read until EAGAIN, never park.
-func (ch *Channel) readTry(fd uintptr) { ch.readAll(int(fd)) }
+// unwatchNow takes the fd out of ep. The caller holds turn.
+func (ch *Channel) unwatchNow() {
+	if ch.eprc.Control(ch.watchFn) != nil {
+		ch.watched = false // ep is closed, and the watch went with it
+	}
+}
+
+// unwatch takes the fd out of ep, whose fd it is given.
+func (ch *Channel) unwatch(epfd uintptr) {
+	_ = epollWatch(int(epfd), ch.fd, false)
+	ch.watched = false
+}

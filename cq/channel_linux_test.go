@@ -2,7 +2,10 @@ package cq
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +15,10 @@ import (
 
 // A channel fd that polls EPOLLERR alone, as a completion channel of a
 // disassociated device does (ib_uverbs_event_poll: an empty queue that
-// is_closed), makes the runtime's poller answer every later read with
-// "not pollable", without calling the read. Wait must report what the fd
-// says instead, wrapped as a failed "get cq event".
+// is_closed), must make Wait report what the fd says, wrapped as a failed
+// "get cq event", at once: not park, and not answer with the runtime's
+// "not pollable" (which it gave when the fd itself was on the runtime's
+// poller).
 //
 // The stand-in is the write end of a full pipe whose read end is closed:
 // pipe_poll gives it EPOLLERR and no EPOLLOUT, and read(2) on it fails
@@ -40,16 +44,6 @@ func TestWaitOnFailedFD(t *testing.T) {
 	}
 	defer ch.Close()
 
-	// Let the runtime's poller see the EPOLLERR first: then a raw read
-	// fails before it calls its function.
-	deadline := time.Now().Add(2 * time.Second)
-	var rawErr error
-	for rawErr == nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		rawErr = ch.rc.Read(func(uintptr) bool { return true })
-	}
-	t.Logf("the runtime's own answer: %v", rawErr)
-
 	for i := range 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		start := time.Now()
@@ -68,5 +62,177 @@ func TestWaitOnFailedFD(t *testing.T) {
 	}
 	if _, err := ch.TryWait(); !errors.Is(err, unix.EBADF) {
 		t.Errorf("TryWait: %v, want EBADF", err)
+	}
+}
+
+// watchers lists the epoll instances of this process that watch fd, read
+// from /proc/self/fdinfo ("tfd:" lines): the runtime's own poller among
+// them, had the fd been put on it.
+func watchers(t *testing.T, fd int) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fdinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue // closed since the listing
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "tfd:" && f[1] == strconv.Itoa(fd) {
+				eps = append(eps, e.Name())
+			}
+		}
+	}
+	return eps
+}
+
+// The channel's fd is never on the runtime's own poller, and on the
+// channel's epoll instance only from a Wait that had to park until a Wait
+// or TryWait finds an event without parking; a Wait that its context
+// ends takes the watch away too. Were the fd on the runtime's poller,
+// every event the kernel queued while no Wait was parked would wake the
+// runtime's poller thread.
+func TestChannelWatchedOnlyWhileParking(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	ch, err := NewChannel(p[0], "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newFakeOn(t, ch)
+	event := func() {
+		var b [8]byte
+		binary.NativeEndian.PutUint64(b[:], c.EventHandle())
+		if _, err := unix.Write(p[1], b[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	epfd := strconv.Itoa(int(ch.ep.Fd()))
+	watched := func(what string, want bool) {
+		t.Helper()
+		w := watchers(t, ch.FD())
+		switch {
+		case want && (len(w) != 1 || w[0] != epfd):
+			t.Errorf("%s: the fd is watched by epoll fds %v, want the channel's own (%s) alone", what, w, epfd)
+		case !want && len(w) != 0:
+			t.Errorf("%s: the fd is watched by epoll fds %v, want none", what, w)
+		}
+	}
+	wait := func(what string) {
+		t.Helper()
+		if got, err := ch.Wait(context.Background()); got != c || err != nil {
+			t.Fatalf("%s: Wait = %v, %v; want the CQ", what, got, err)
+		}
+		c.Ack(1)
+	}
+	watched("a new channel", false)
+
+	event()
+	wait("an event queued before the Wait")
+	watched("after a Wait that did not park", false)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.Wait(context.Background())
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(watchers(t, ch.FD())) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	watched("a parked Wait", true)
+	event()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.Ack(1)
+	watched("after a parked Wait got its event", true)
+
+	event()
+	wait("an event queued while watched")
+	watched("after a Wait that found its event without parking", false)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := ch.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait past its deadline: %v", err)
+	}
+	watched("after a Wait its context ended", false)
+	event()
+	wait("the Wait after a cancelled one")
+
+	// TryWait never parks: it takes a watch away.
+	go func() {
+		_, err := ch.Wait(context.Background())
+		done <- err
+	}()
+	for len(watchers(t, ch.FD())) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	event()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.Ack(1)
+	if _, err := ch.TryWait(); !errors.Is(err, ErrNoEvent) {
+		t.Errorf("TryWait on an empty channel: %v, want ErrNoEvent", err)
+	}
+	watched("after a TryWait", false)
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait after Close: %v, want ErrClosed", err)
+	}
+}
+
+// Close wakes a parked Wait (ErrClosed) and returns only after it has
+// let go of the fd; a second Close says ErrClosed.
+func TestChannelCloseWakesWait(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	ch, err := NewChannel(p[0], "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.Wait(context.Background())
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(watchers(t, ch.FD())) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	fd := ch.FD()
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("the parked Wait: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close left a Wait parked")
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Errorf("the channel's fd after Close: %v, want EBADF (closed)", err)
+	}
+	if err := ch.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close: %v, want ErrClosed", err)
 	}
 }

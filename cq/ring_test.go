@@ -190,3 +190,14 @@ func TestSingleThreadedTakesNoLock(t *testing.T) {
 		t.Errorf("Poll after the lock came free = %d, want 1", n)
 	}
 }
+
+// newFakeOn is newFake (no ring) with the CQ attached to ch.
+func newFakeOn(t *testing.T, ch *Channel) (*CQ, *fakeBackend) {
+	t.Helper()
+	fb := &fakeBackend{}
+	c, err := New("fake0", 16, func(Request) (Backend, error) { return fb, nil }, WithChannel(ch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fb
+}

@@ -48,3 +48,22 @@ func rawRead(fd int, b []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// newEpoll creates the channel's own epoll instance.
+func newEpoll() (int, error) { return unix.EpollCreate1(unix.EPOLL_CLOEXEC) }
+
+// epollWatch adds fd to the epoll instance epfd, level-triggered for
+// input (the kernel adds EPOLLERR and EPOLLHUP), or takes it out. The
+// event lives on the stack: no allocation.
+func epollWatch(epfd, fd int, on bool) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	op := unix.EPOLL_CTL_ADD
+	if !on {
+		op = unix.EPOLL_CTL_DEL
+	}
+	_, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(&ev)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

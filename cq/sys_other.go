@@ -13,3 +13,7 @@ func setNonblock(int, bool) error { return errs.ErrPlatform }
 func closeFD(int) {}
 
 func (ch *Channel) readAll(int) { ch.readErr = errs.ErrPlatform }
+
+func newEpoll() (int, error) { return -1, errs.ErrPlatform }
+
+func epollWatch(int, int, bool) error { return errs.ErrPlatform }

@@ -185,6 +185,9 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 	wcs := make([]cq.WC, 4)
 	bg := context.Background()
 	b.ReportAllocs()
+	if dg := startDiag(); dg != nil {
+		b.Cleanup(func() { dg.report(b) })
+	}
 	for b.Loop() {
 		if err := e.scq.ReqNotify(false); err != nil {
 			b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 )
 
 // GOVERBS_BENCH_DIAG=1 (make bench VMFLAGS=-env=GOVERBS_BENCH_DIAG=1)
-// makes the drain benchmarks log, over each one, how every thread of the
+// makes the drain benchmarks and the event round trip log, over each one, how every thread of the
 // process moved (run time, switches, moves between CPUs) and which
 // interrupts the guest took: what may stand between a drain and its ring
 // pages. It showed the benchmark's goroutine taking turns on two threads,
