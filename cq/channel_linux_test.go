@@ -236,3 +236,90 @@ func TestChannelCloseWakesWait(t *testing.T) {
 		t.Errorf("second Close: %v, want ErrClosed", err)
 	}
 }
+
+// Close racing Waits (parked, cancelled, woken by events) and TryWaits:
+// every call returns, with its context's error, ErrNoEvent or ErrClosed;
+// nothing hangs, and both of the channel's fds are closed.
+func TestChannelCloseRaces(t *testing.T) {
+	for round := range 20 {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		ch, err := NewChannel(p[0], "test0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Events name no CQ (a CQ cannot be destroyed with events read
+		// and not acknowledged, nor the channel closed with a CQ on it):
+		// Wait reads and drops them, and parks again.
+		const h = 1 << 62
+		fd, epfd := ch.FD(), int(ch.ep.Fd())
+		stop := make(chan struct{})
+		done := make(chan error, 8)
+		for g := range 6 {
+			go func() {
+				for {
+					select {
+					case <-stop:
+						done <- nil
+						return
+					default:
+					}
+					var err error
+					if g%2 == 0 {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g)*time.Millisecond)
+						_, err = ch.Wait(ctx)
+						cancel()
+					} else {
+						_, err = ch.TryWait()
+					}
+					switch {
+					case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrNoEvent):
+					case errors.Is(err, ErrClosed):
+						done <- nil
+						return
+					default:
+						done <- err
+						return
+					}
+				}
+			}()
+		}
+		go func() {
+			var b [8]byte
+			binary.NativeEndian.PutUint64(b[:], h)
+			for {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				unix.Write(p[1], b[:])
+				time.Sleep(100 * time.Microsecond)
+			}
+		}()
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		if err := ch.Close(); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		for range 7 {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: a call did not return after Close", round)
+			}
+		}
+		unix.Close(p[1])
+		for _, f := range []int{fd, epfd} {
+			if _, err := unix.FcntlInt(uintptr(f), unix.F_GETFD, 0); err != unix.EBADF {
+				t.Errorf("round %d: fd %d still open after Close (%v)", round, f, err)
+			}
+		}
+	}
+}
