@@ -34,10 +34,10 @@ type Channel struct {
 	// park until a Wait or TryWait finds an event without parking: while
 	// Waits park, the watch stays and costs nothing per Wait; while
 	// events come before the Waits, the runtime does not hear of them.
-	ep      *os.File
-	eprc    syscall.RawConn
-	readFn  func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
-	watchFn func(epfd uintptr)      // = ch.unwatch
+	ep        *os.File
+	eprc      syscall.RawConn
+	readFn    func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
+	unwatchFn func(epfd uintptr)      // = ch.unwatch
 
 	mu     sync.RWMutex
 	users  int            // guarded by mu: CQs attached
@@ -111,7 +111,7 @@ func NewChannel(fd int, dev string) (*Channel, error) {
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
 	ch.readFn = ch.readWait
-	ch.watchFn = ch.unwatch
+	ch.unwatchFn = ch.unwatch
 	return ch, nil
 }
 
@@ -334,15 +334,12 @@ func (ch *Channel) readWait(epfd uintptr) bool {
 	return false
 }
 
-// unwatchNow takes the fd out of ep. The caller holds turn.
+// unwatchNow takes the fd out of ep (if ep is closed, the watch went
+// with it). The caller holds turn.
 func (ch *Channel) unwatchNow() {
-	if ch.eprc.Control(ch.watchFn) != nil {
-		ch.watched = false // ep is closed, and the watch went with it
-	}
+	_ = ch.eprc.Control(ch.unwatchFn)
+	ch.watched = false
 }
 
 // unwatch takes the fd out of ep, whose fd it is given.
-func (ch *Channel) unwatch(epfd uintptr) {
-	_ = epollWatch(int(epfd), ch.fd, false)
-	ch.watched = false
-}
+func (ch *Channel) unwatch(epfd uintptr) { _ = epollWatch(int(epfd), ch.fd, false) }

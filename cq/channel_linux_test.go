@@ -65,6 +65,33 @@ func TestWaitOnFailedFD(t *testing.T) {
 	}
 }
 
+// pipeChannel is a Channel on the read end of a pipe, as the mlx5 model's
+// channels are; events are written to the returned write end.
+func pipeChannel(t *testing.T) (*Channel, int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := NewChannel(p[0], "test0")
+	if err != nil {
+		unix.Close(p[1])
+		t.Fatal(err)
+	}
+	return ch, p[1]
+}
+
+// untilWatched waits until a Wait has put the channel's fd into its epoll
+// instance, which it does just before it parks.
+func untilWatched(t *testing.T, ch *Channel) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); len(watchers(t, ch.FD())) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no Wait parked within 5 s")
+		}
+	}
+}
+
 // watchers lists the epoll instances of this process that watch fd, read
 // from /proc/self/fdinfo ("tfd:" lines): the runtime's own poller among
 // them, had the fd been put on it.
@@ -96,20 +123,13 @@ func watchers(t *testing.T, fd int) []string {
 // every event the kernel queued while no Wait was parked would wake the
 // runtime's poller thread.
 func TestChannelWatchedOnlyWhileParking(t *testing.T) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[1])
-	ch, err := NewChannel(p[0], "test0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch, w := pipeChannel(t)
+	defer unix.Close(w)
 	c, _ := newFakeOn(t, ch)
 	event := func() {
 		var b [8]byte
 		binary.NativeEndian.PutUint64(b[:], c.EventHandle())
-		if _, err := unix.Write(p[1], b[:]); err != nil {
+		if _, err := unix.Write(w, b[:]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,10 +162,7 @@ func TestChannelWatchedOnlyWhileParking(t *testing.T) {
 		_, err := ch.Wait(context.Background())
 		done <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(watchers(t, ch.FD())) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	untilWatched(t, ch)
 	watched("a parked Wait", true)
 	event()
 	if err := <-done; err != nil {
@@ -172,9 +189,7 @@ func TestChannelWatchedOnlyWhileParking(t *testing.T) {
 		_, err := ch.Wait(context.Background())
 		done <- err
 	}()
-	for len(watchers(t, ch.FD())) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	untilWatched(t, ch)
 	event()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -199,24 +214,14 @@ func TestChannelWatchedOnlyWhileParking(t *testing.T) {
 // Close wakes a parked Wait (ErrClosed) and returns only after it has
 // let go of the fd; a second Close says ErrClosed.
 func TestChannelCloseWakesWait(t *testing.T) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[1])
-	ch, err := NewChannel(p[0], "test0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch, w := pipeChannel(t)
+	defer unix.Close(w)
 	done := make(chan error, 1)
 	go func() {
 		_, err := ch.Wait(context.Background())
 		done <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(watchers(t, ch.FD())) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	untilWatched(t, ch)
 	fd := ch.FD()
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
@@ -242,14 +247,7 @@ func TestChannelCloseWakesWait(t *testing.T) {
 // nothing hangs, and both of the channel's fds are closed.
 func TestChannelCloseRaces(t *testing.T) {
 	for round := range 20 {
-		var p [2]int
-		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-			t.Fatal(err)
-		}
-		ch, err := NewChannel(p[0], "test0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		ch, w := pipeChannel(t)
 		// Events name no CQ (a CQ cannot be destroyed with events read
 		// and not acknowledged, nor the channel closed with a CQ on it):
 		// Wait reads and drops them, and parks again.
@@ -296,7 +294,7 @@ func TestChannelCloseRaces(t *testing.T) {
 					return
 				default:
 				}
-				unix.Write(p[1], b[:])
+				unix.Write(w, b[:])
 				time.Sleep(100 * time.Microsecond)
 			}
 		}()
@@ -315,7 +313,7 @@ func TestChannelCloseRaces(t *testing.T) {
 				t.Fatalf("round %d: a call did not return after Close", round)
 			}
 		}
-		unix.Close(p[1])
+		unix.Close(w)
 		for _, f := range []int{fd, epfd} {
 			if _, err := unix.FcntlInt(uintptr(f), unix.F_GETFD, 0); err != unix.EBADF {
 				t.Errorf("round %d: fd %d still open after Close (%v)", round, f, err)
