@@ -19,6 +19,12 @@ import (
 // Create one with uverbs.Context.NewCompChannel. A Channel is safe for
 // concurrent use. Wait and TryWait may be called from many goroutines;
 // one at a time reads the fd.
+//
+// A Channel holds two file descriptors: the channel's own (FD) and an
+// epoll instance through which a Wait that finds nothing queued parks on
+// the Go runtime's poller. The channel's fd is in that instance only
+// while Waits keep parking, so events that come while the caller is busy
+// elsewhere wake no thread.
 type Channel struct {
 	dev string
 	// f is the channel's fd, non-blocking, and not on the runtime's
