@@ -254,16 +254,18 @@ func TestChannelCloseRaces(t *testing.T) {
 		const h = 1 << 62
 		fd, epfd := ch.FD(), int(ch.ep.Fd())
 		stop := make(chan struct{})
+		stopped := func() bool {
+			select {
+			case <-stop:
+				return true
+			default:
+				return false
+			}
+		}
 		done := make(chan error, 8)
 		for g := range 6 {
 			go func() {
-				for {
-					select {
-					case <-stop:
-						done <- nil
-						return
-					default:
-					}
+				for !stopped() {
 					var err error
 					if g%2 == 0 {
 						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g)*time.Millisecond)
@@ -282,21 +284,17 @@ func TestChannelCloseRaces(t *testing.T) {
 						return
 					}
 				}
+				done <- nil
 			}()
 		}
 		go func() {
 			var b [8]byte
 			binary.NativeEndian.PutUint64(b[:], h)
-			for {
-				select {
-				case <-stop:
-					done <- nil
-					return
-				default:
-				}
+			for !stopped() {
 				unix.Write(w, b[:])
 				time.Sleep(100 * time.Microsecond)
 			}
+			done <- nil
 		}()
 		time.Sleep(time.Duration(round%5) * time.Millisecond)
 		if err := ch.Close(); err != nil {

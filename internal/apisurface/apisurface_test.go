@@ -134,31 +134,17 @@ func moduleRoot(t *testing.T) string {
 func publicDirs(t *testing.T, root string) []string {
 	t.Helper()
 	var dirs []string
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
+next:
+	for _, rel := range packageDirs(t, root) {
+		if rel == "." || slices.Contains(strings.Split(rel, "/"), "internal") {
+			continue
 		}
-		name := d.Name()
-		if path != root && (name == "internal" || name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-			return filepath.SkipDir
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
 		for prefix := range exempt {
 			if strings.HasPrefix(rel+"/", prefix) {
-				return nil
+				continue next
 			}
 		}
-		if rel != "." {
-			dirs = append(dirs, rel)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		dirs = append(dirs, rel)
 	}
 	return dirs
 }
