@@ -778,14 +778,14 @@ func writePerformance(root string, results []*benchResult, mlx5 string) error {
 	const begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## goverbs against rdma-core, side by side (`make bench`)\n\n", begin)
-	fmt.Fprintf(&b, "%s, QEMU TCG on this project's 2-core machine, one VM per kernel. "+
+	fmt.Fprintf(&b, "%s, QEMU TCG (`-cpu %s`: why, under \"The preemption signal\") on this project's 2-core machine, one VM per kernel. "+
 		"**TCG timings are comparable only as ratios within one run**, never with real hardware "+
 		"or across runs. The Go benchmarks ran %d times, each run between two runs of their C twins, "+
 		"and each side's figure is its best run (load on the host only adds time). Each tool pair ran in "+
 		"the order rdma-core, goverbs, goverbs, rdma-core (%d round(s)); each figure is the median "+
 		"of its runs. Targets: latency (median and p99) ≤ 1.0×, message rate ≥ 1.0×, poll per "+
 		"CQE ≤ 0.9×, empty poll ≤ 0.8×, no allocations.\n\n![goverbs against rdma-core](performance.svg)\n\n",
-		time.Now().UTC().Format("2006-01-02"), max(*flagBenchMicro, 1), *flagBenchRounds)
+		time.Now().UTC().Format("2006-01-02"), qemuCPU("bench"), max(*flagBenchMicro, 1), *flagBenchRounds)
 	for _, r := range results {
 		fmt.Fprintf(&b, "### %s\n\nHot paths: the Go benchmarks (test/bench) and the same loops in C through libibverbs (test/bench/testdata/cbench.c):\n\n%s\n", r.Kernel, r.microTable())
 		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, same parameters:\n\n%s\n", r.toolTable())

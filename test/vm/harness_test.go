@@ -199,3 +199,30 @@ func TestMatrix(t *testing.T) {
 		t.Errorf("matrix from -kernel/-arch = %v, %v", targets, err)
 	}
 }
+
+// TestQemuCPU: the timed runs take protection keys out of the emulated
+// CPU (docs/PERFORMANCE.md, "The preemption signal"); every other run
+// boots the model the brief's recipe names; -qemucpu overrides both.
+func TestQemuCPU(t *testing.T) {
+	defer func(v string) { *flagQemuCPU = v }(*flagQemuCPU)
+	for _, c := range []struct{ flag, mode, want string }{
+		{"", "test", "max"},
+		{"", "demo", "max"},
+		{"", "selftest", "max"},
+		{"", "bench", "max,-pku"},
+		{"max", "bench", "max"},
+		{"max,-pku", "test", "max,-pku"},
+	} {
+		*flagQemuCPU = c.flag
+		if got := qemuCPU(c.mode); got != c.want {
+			t.Errorf("-qemucpu=%q, mode %s: -cpu %q, want %q", c.flag, c.mode, got, c.want)
+		}
+	}
+	_, args, err := qemuArgs("amd64", "max,-pku", "k", "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(args[:2], " "); got != "-cpu max,-pku" {
+		t.Errorf("qemuArgs: starts %q, want -cpu max,-pku", got)
+	}
+}

@@ -111,7 +111,7 @@ func matrix(vms string, kernels, arches []string) (map[string][]string, []string
 		if _, _, err := kernelPattern(series, arch); err != nil {
 			return err
 		}
-		if _, _, err := qemuArgs(arch, "", ""); err != nil {
+		if _, _, err := qemuArgs(arch, "max", "", ""); err != nil {
 			return err
 		}
 		if _, ok := targets[arch]; !ok {
@@ -236,8 +236,12 @@ func harness(ctx context.Context, mode string) error {
 			if err := g.writeInitramfs(initrd, k); err != nil {
 				return err
 			}
-			logf("%s: booting Linux %s (TCG, %s)", name, k.Release, arch)
-			res, err := boot(ctx, arch, k.Image, initrd, *flagTimeout, os.Stdout, "["+name+"] ")
+			cpu := qemuCPU(mode)
+			if arch != "amd64" {
+				cpu = "max" // -qemucpu is for amd64 guests only
+			}
+			logf("%s: booting Linux %s (TCG, %s, -cpu %s)", name, k.Release, arch, cpu)
+			res, err := boot(ctx, arch, cpu, k.Image, initrd, *flagTimeout, os.Stdout, "["+name+"] ")
 			if res != nil {
 				res.Release = k.Release
 			}

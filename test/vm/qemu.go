@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,16 +37,35 @@ type stepResult struct {
 	Took string
 }
 
+var flagQemuCPU = flag.String("qemucpu", "", "amd64 guests: QEMU's -cpu value; empty means max, or max,-pku in bench mode (docs/PERFORMANCE.md says why)")
+
+// qemuCPU is the -cpu value for an amd64 guest in mode: -qemucpu's, or by
+// default QEMU's richest model, less protection keys (PKU) when timing.
+// QEMU's TCG empties its whole emulated TLB whenever the guest changes
+// the protection-key register (WRPKRU, or an XRSTOR that loads it), and
+// Linux changes it twice for every signal it delivers: a cost real CPUs
+// do not have, which falls on the Go runtime's preemption signal and not
+// on a C program, which gets no signals.
+func qemuCPU(mode string) string {
+	switch {
+	case *flagQemuCPU != "":
+		return *flagQemuCPU
+	case mode == "bench":
+		return "max,-pku"
+	}
+	return "max"
+}
+
 // qemuArgs returns the command line for one boot. KVM is not used (it is
 // not usable on our machines): TCG always.
-func qemuArgs(arch, kernel, initrd string) (string, []string, error) {
+func qemuArgs(arch, cpu, kernel, initrd string) (string, []string, error) {
 	smp := strconv.Itoa(min(2, runtime.NumCPU())) // never more vCPUs than host cores
 	common := []string{"-accel", "tcg", "-smp", smp, "-m", "1024",
 		"-nodefaults", "-display", "none", "-no-reboot", "-serial", "stdio",
 		"-kernel", kernel, "-initrd", initrd}
 	switch arch {
 	case "amd64":
-		return "qemu-system-x86_64", append([]string{"-cpu", "max"}, append(common,
+		return "qemu-system-x86_64", append([]string{"-cpu", cpu}, append(common,
 			"-append", "console=ttyS0 panic=-1 tsc=reliable quiet")...), nil
 	case "arm64":
 		// pauth-impdef: an implementation-defined pointer-auth hash, much
@@ -58,8 +78,8 @@ func qemuArgs(arch, kernel, initrd string) (string, []string, error) {
 
 // boot runs one VM to its end, copying the console to log with prefix on
 // each line, within limit.
-func boot(ctx context.Context, arch, kernel, initrd string, limit time.Duration, log io.Writer, prefix string) (*vmResult, error) {
-	bin, args, err := qemuArgs(arch, kernel, initrd)
+func boot(ctx context.Context, arch, cpu, kernel, initrd string, limit time.Duration, log io.Writer, prefix string) (*vmResult, error) {
+	bin, args, err := qemuArgs(arch, cpu, kernel, initrd)
 	if err != nil {
 		return nil, err
 	}

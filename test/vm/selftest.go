@@ -38,7 +38,7 @@ func selftest(ctx context.Context, g *guest, k *kernel, dir string) error {
 			return err
 		}
 		start := time.Now()
-		res, err := boot(ctx, g.arch, k.Image, initrd, c.limit, io.Discard, "")
+		res, err := boot(ctx, g.arch, qemuCPU("selftest"), k.Image, initrd, c.limit, io.Discard, "")
 		if err == nil && res.Exit != 0 {
 			err = fmt.Errorf("guest exit status %d", res.Exit)
 		}
