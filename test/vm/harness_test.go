@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -224,5 +226,27 @@ func TestQemuCPU(t *testing.T) {
 	}
 	if got := strings.Join(args[:2], " "); got != "-cpu max,-pku" {
 		t.Errorf("qemuArgs: starts %q, want -cpu max,-pku", got)
+	}
+}
+
+// TestBenchTimeout: bench mode gives a VM 30 minutes unless -timeout says
+// otherwise; the other modes keep the flag's value.
+func TestBenchTimeout(t *testing.T) {
+	defer func(v time.Duration) { *flagTimeout = v }(*flagTimeout)
+	*flagTimeout = 15 * time.Minute
+	benchTimeout("test")
+	if *flagTimeout != 15*time.Minute {
+		t.Errorf("test mode: %v, want 15m", *flagTimeout)
+	}
+	benchTimeout("bench")
+	if *flagTimeout != 30*time.Minute {
+		t.Errorf("bench mode, no -timeout: %v, want 30m", *flagTimeout)
+	}
+	if err := flag.Set("timeout", "20m"); err != nil {
+		t.Fatal(err)
+	}
+	benchTimeout("bench")
+	if *flagTimeout != 20*time.Minute {
+		t.Errorf("bench mode, -timeout=20m: %v, want 20m", *flagTimeout)
 	}
 }
