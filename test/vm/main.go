@@ -94,8 +94,8 @@ func main() {
 }
 
 // benchTimeout gives a bench-mode VM 30 minutes unless -timeout was
-// given: a full 6.12 run took 14 minutes on a loaded host, against 15 for
-// the default limit, which suits the test runs.
+// given: a full 6.12 bench VM took 10.5 and 12.5 minutes on a loaded
+// host, close to the default limit of 15, which suits the test runs.
 func benchTimeout(mode string) {
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "timeout" })

@@ -43,7 +43,8 @@ var flagQemuCPU = flag.String("qemucpu", "", "amd64 guests: QEMU's -cpu value; e
 // default QEMU's richest model, less protection keys (PKU) when timing.
 // QEMU's TCG empties its whole emulated TLB whenever the guest changes
 // the protection-key register (WRPKRU, or an XRSTOR that loads it), and
-// Linux changes it twice for every signal it delivers: a cost real CPUs
+// Linux changes it while it delivers a signal (about two flushes a
+// signal, by QEMU's counters): a cost real CPUs
 // do not have, which falls on the Go runtime's preemption signal and not
 // on a C program, which gets no signals.
 func qemuCPU(mode string) string {
@@ -56,8 +57,9 @@ func qemuCPU(mode string) string {
 	return "max"
 }
 
-// qemuArgs returns the command line for one boot. KVM is not used (it is
-// not usable on our machines): TCG always.
+// qemuArgs returns the command line for one boot, cpu being an amd64
+// guest's -cpu value (qemuCPU). KVM is not used (it is not usable on our
+// machines): TCG always.
 func qemuArgs(arch, cpu, kernel, initrd string) (string, []string, error) {
 	smp := strconv.Itoa(min(2, runtime.NumCPU())) // never more vCPUs than host cores
 	common := []string{"-accel", "tcg", "-smp", smp, "-m", "1024",
