@@ -194,7 +194,11 @@ func (ch *Channel) isClosed() bool {
 // empty: a completion that arrived between the re-arm and the drain.
 //
 // The wait parks the goroutine on the Go runtime's poller, not an OS
-// thread. Each wake-up reads every queued event, until EAGAIN. Wait ends
+// thread. A Wait that finds an event queued reads that one alone, as
+// ibv_get_cq_event does: one read(2) an event. A Wait that had to park
+// reads every queued event when it wakes, until EAGAIN. Events left in
+// the fd are the next Wait's or TryWait's, which reads before it parks;
+// none is stranded waiting for a readiness that already came. Wait ends
 // with an error wrapping ctx.Err() (context.Canceled or
 // context.DeadlineExceeded) when ctx is done, one wrapping ErrClosed
 // when the channel is closed, and one wrapping EIO, at once, when the
@@ -264,7 +268,7 @@ func (ch *Channel) park(ctx context.Context) error {
 		return ctx.Err()
 	}
 	// The poller failed without reading. The fd itself may say why.
-	ch.readAll(ch.fd)
+	ch.readEvents(ch.fd, len(ch.pending))
 	switch {
 	case ch.readErr != nil:
 		return ch.readErr
@@ -296,7 +300,7 @@ func (ch *Channel) TryWait() (*CQ, error) {
 			ch.unwatchNow() // a caller that does not park: its events need not wake the poller
 		}
 		ch.readErr = nil
-		ch.readAll(ch.fd) // turn keeps Close from closing the fd under it
+		ch.readEvents(ch.fd, 1) // turn keeps Close from closing the fd under it
 		if ch.readErr != nil {
 			return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
 		}
@@ -321,11 +325,16 @@ func (ch *Channel) next() *CQ {
 	return nil
 }
 
-// readWait is the Wait callback, with ep's fd: read until EAGAIN (or the
-// buffer is full); when nothing came, watch the fd through ep and say
+// readWait is the Wait callback, with ep's fd: read one event before
+// parking, or every queued one (until EAGAIN, or the buffer is full) on a
+// wake-up from a park; when nothing came, watch the fd through ep and say
 // false, to park.
 func (ch *Channel) readWait(epfd uintptr) bool {
-	ch.readAll(ch.fd)
+	if ch.parked {
+		ch.readEvents(ch.fd, len(ch.pending))
+	} else {
+		ch.readEvents(ch.fd, 1)
+	}
 	if ch.lastRead > 0 || ch.readErr != nil {
 		return true
 	}

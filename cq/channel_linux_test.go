@@ -211,6 +211,92 @@ func TestChannelWatchedOnlyWhileParking(t *testing.T) {
 	}
 }
 
+// A Wait or TryWait that finds events queued reads one of them (one
+// read(2) an event, as ibv_get_cq_event), and leaves the rest in the fd
+// for the next call; a Wait woken from a park reads every queued event,
+// as edge-triggered polling asks. The pipe's events are written three at
+// once, in one write(2).
+func TestWakeUpReadsEveryEvent(t *testing.T) {
+	ch, w := pipeChannel(t)
+	defer unix.Close(w)
+	defer ch.Close()
+	c, _ := newFakeOn(t, ch)
+	defer c.Close()
+	var three [24]byte
+	for i := range 3 {
+		binary.NativeEndian.PutUint64(three[8*i:], c.EventHandle())
+	}
+	left := func(what string, want int) {
+		t.Helper()
+		n, err := unix.IoctlGetInt(ch.FD(), unix.TIOCINQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 8*want {
+			t.Errorf("%s: %d bytes left in the fd, want %d events (%d bytes)", what, n, want, 8*want)
+		}
+	}
+	wait := func(what string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if got, err := ch.Wait(ctx); got != c || err != nil {
+			t.Fatalf("%s: Wait = %v, %v; want the CQ", what, got, err)
+		}
+		c.Ack(1)
+	}
+	tryWait := func(what string) {
+		t.Helper()
+		if got, err := ch.TryWait(); got != c || err != nil {
+			t.Fatalf("%s: TryWait = %v, %v; want the CQ", what, got, err)
+		}
+		c.Ack(1)
+	}
+	empty := func(what string) {
+		t.Helper()
+		if _, err := ch.TryWait(); !errors.Is(err, ErrNoEvent) {
+			t.Errorf("%s: TryWait = %v, want ErrNoEvent", what, err)
+		}
+	}
+
+	if _, err := unix.Write(w, three[:]); err != nil {
+		t.Fatal(err)
+	}
+	wait("three queued")
+	left("a Wait that found three queued", 2)
+	tryWait("two queued")
+	left("then a TryWait", 1)
+	wait("one queued")
+	left("then a Wait", 0)
+	empty("all three taken")
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := ch.Wait(ctx)
+		if err == nil && got != c {
+			err = errors.New("an event for another CQ")
+		}
+		done <- err
+	}()
+	untilWatched(t, ch)
+	if _, err := unix.Write(w, three[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("parked Wait: %v", err)
+	}
+	c.Ack(1)
+	left("a Wait woken by three", 0)
+	tryWait("the second, read by the wake-up")
+	wait("the third, read by the wake-up")
+	empty("all three taken")
+	if n := c.Unacked(); n != 0 {
+		t.Errorf("%d events unacked, want 0", n)
+	}
+}
+
 // Close wakes a parked Wait (ErrClosed) and returns only after it has
 // let go of the fd; a second Close says ErrClosed.
 func TestChannelCloseWakesWait(t *testing.T) {

@@ -12,12 +12,13 @@ func setNonblock(fd int, on bool) error { return unix.SetNonblock(fd, on) }
 
 func closeFD(fd int) { unix.Close(fd) }
 
-// readAll reads struct ib_uverbs_comp_event_desc records (8 bytes, one
-// per read) until EAGAIN or the pending buffer is full. Stopping early is
-// safe: the next Wait or TryWait reads again before it parks.
-func (ch *Channel) readAll(fd int) {
+// readEvents reads struct ib_uverbs_comp_event_desc records (8 bytes,
+// one per read) until it has max of them, EAGAIN, or the pending buffer
+// is full. Stopping early is safe: the next Wait or TryWait reads again
+// before it parks.
+func (ch *Channel) readEvents(fd, max int) {
 	ch.lastRead = 0
-	for ch.n < len(ch.pending) {
+	for ch.n < len(ch.pending) && ch.lastRead < max {
 		n, err := rawRead(fd, ch.rbuf[:])
 		switch {
 		case err == unix.EINTR:

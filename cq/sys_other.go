@@ -12,7 +12,7 @@ func setNonblock(int, bool) error { return errs.ErrPlatform }
 
 func closeFD(int) {}
 
-func (ch *Channel) readAll(int) { ch.readErr = errs.ErrPlatform }
+func (ch *Channel) readEvents(int, int) { ch.readErr = errs.ErrPlatform }
 
 func newEpoll() (int, error) { return -1, errs.ErrPlatform }
 
