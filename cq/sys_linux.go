@@ -13,12 +13,12 @@ func setNonblock(fd int, on bool) error { return unix.SetNonblock(fd, on) }
 func closeFD(fd int) { unix.Close(fd) }
 
 // readEvents reads struct ib_uverbs_comp_event_desc records (8 bytes,
-// one per read) until it has max of them, EAGAIN, or the pending buffer
+// one per read) until it has limit of them, EAGAIN, or the pending buffer
 // is full. Stopping early is safe: the next Wait or TryWait reads again
 // before it parks.
-func (ch *Channel) readEvents(fd, max int) {
+func (ch *Channel) readEvents(fd, limit int) {
 	ch.lastRead = 0
-	for ch.n < len(ch.pending) && ch.lastRead < max {
+	for ch.n < len(ch.pending) && ch.lastRead < limit {
 		n, err := rawRead(fd, ch.rbuf[:])
 		switch {
 		case err == unix.EINTR:
