@@ -161,13 +161,7 @@ func TestPitfallNoEventStranded(t *testing.T) {
 		for len(got) < len(cqs) {
 			c := first
 			if c == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				var err error
-				c, err = f.ch.Wait(ctx)
-				cancel()
-				if err != nil {
-					t.Fatalf("%s: event %d of %d is stranded: %v", what, len(got)+1, len(cqs), err)
-				}
+				c = f.wait(t) // a stranded event fails it, after 10 s
 			}
 			first = nil
 			if got[c] {
