@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/goverbs/goverbs/internal/mutex"
 )
 
 // Backend is the kernel and provider side of one CQ, made by the device
@@ -53,7 +54,7 @@ type Ring interface {
 // So two Polls never take the same completion, and a Poll never reads a
 // ring that Close or Resize (which hold the lock) has unmapped.
 type RingLock struct {
-	mu  sync.Mutex
+	mu  mutex.Mutex // given back with a plain store on x86
 	err atomic.Pointer[error]
 	// single: the CQ was made WithSingleThreaded, and Lock and Unlock do
 	// nothing (set by New before the Ring gets the RingLock).
@@ -140,8 +141,9 @@ func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
 // or Close of the CQ, nor as a QP that completes into it being moved to
 // RESET (mlx5 then takes the QP's completions out of the CQ). Poll then
 // takes no lock to consume (IBV_CREATE_CQ_ATTR_SINGLE_THREADED of
-// ibv_create_cq_ex): two locked instructions less per Poll that finds
-// completions. Waiting on the CQ's channel and Ack may still happen on
+// ibv_create_cq_ex): a locked instruction less per Poll that finds
+// completions (the lock's compare-and-swap; on x86 it is given back with
+// a plain store). Waiting on the CQ's channel and Ack may still happen on
 // other goroutines. Breaking the promise is a data race, with what that
 // means in Go: a completion handed to two Polls or to none, and a Close
 // racing a Poll may crash the process, as a map written by two

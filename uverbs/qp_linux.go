@@ -11,6 +11,7 @@ import (
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/cqhook"
 	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/mutex"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -31,8 +32,8 @@ type QP struct {
 	// read it under their own lock and take no second one.
 	closed bool
 
-	sendMu sync.Mutex // serialises PostSend
-	recvMu sync.Mutex // serialises PostRecv
+	sendMu mutex.Mutex // serialises PostSend
+	recvMu mutex.Mutex // serialises PostRecv
 }
 
 // uverbs.SGE and provider.SGE share a layout (the SGLs of the requests
