@@ -124,9 +124,9 @@ func (m *Mutex) lockSlow() {
 	m.mu.Unlock()
 }
 
-// wake wakes one parked waiter. Taking mu orders it after a waiter that has counted itself in but
-// not yet parked: that one parks (releasing mu) before the wake-up, or
-// finds the lock free and does not park.
+// wake wakes one parked waiter. Taking mu orders it after a waiter that
+// has counted itself in but not yet parked: that one parks (releasing mu)
+// before the wake-up, or finds the lock free and does not park.
 //
 //go:noinline
 func (m *Mutex) wake() {
