@@ -48,7 +48,13 @@ import (
 type Mutex struct {
 	state   atomic.Uint32 // 1 while held
 	waiters atomic.Int32  // goroutines counted in by lockSlow
+	// park is where waiters park, made by the first one: a Mutex stays
+	// 16 bytes, so a CQ's error word shares its cache line.
+	park atomic.Pointer[parking]
+}
 
+// parking is a Mutex's waiting room.
+type parking struct {
 	mu    sync.Mutex // the waiters' turn, and cond's lock
 	cond  sync.Cond
 	timer *time.Timer // the backstop, without membarrier(2) on x86
@@ -102,26 +108,31 @@ func (m *Mutex) lockSlow() {
 			return
 		}
 	}
-	m.mu.Lock()
-	if m.cond.L == nil {
-		m.cond.L = &m.mu
+	p := m.park.Load()
+	if p == nil {
+		p = new(parking)
+		p.cond.L = &p.mu
+		if !m.park.CompareAndSwap(nil, p) {
+			p = m.park.Load()
+		}
 	}
+	p.mu.Lock()
 	m.waiters.Add(1)
 	// Every Unlock that stored before this returns has its store visible
 	// now; every later one loads the count after it.
 	timed := release.Plain && !fence()
 	for !m.TryLock() {
 		if timed {
-			if m.timer == nil {
-				m.timer = time.AfterFunc(backstop, m.wake)
+			if p.timer == nil {
+				p.timer = time.AfterFunc(backstop, m.wake)
 			} else {
-				m.timer.Reset(backstop)
+				p.timer.Reset(backstop)
 			}
 		}
-		m.cond.Wait()
+		p.cond.Wait()
 	}
 	m.waiters.Add(-1)
-	m.mu.Unlock()
+	p.mu.Unlock()
 }
 
 // wake wakes one parked waiter. Taking mu orders it after a waiter that
@@ -130,7 +141,8 @@ func (m *Mutex) lockSlow() {
 //
 //go:noinline
 func (m *Mutex) wake() {
-	m.mu.Lock()
-	m.cond.Signal()
-	m.mu.Unlock()
+	p := m.park.Load() // made before the waiter counted itself in
+	p.mu.Lock()
+	p.cond.Signal()
+	p.mu.Unlock()
 }

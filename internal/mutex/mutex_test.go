@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/release"
 	"github.com/goverbs/goverbs/internal/testutil"
@@ -151,9 +152,10 @@ func TestBackstop(t *testing.T) {
 	for m.waiters.Load() != 1 {
 		time.Sleep(time.Millisecond)
 	}
-	m.mu.Lock() // the waiter has parked: it releases mu only in cond.Wait
-	timer := m.timer != nil
-	m.mu.Unlock()
+	p := m.park.Load()
+	p.mu.Lock() // the waiter has parked: it releases mu only in cond.Wait
+	timer := p.timer != nil
+	p.mu.Unlock()
 	if !timer {
 		t.Fatal("the waiter parked without arming the backstop")
 	}
@@ -164,6 +166,14 @@ func TestBackstop(t *testing.T) {
 		t.Fatal("the backstop did not wake the waiter")
 	}
 	m.Unlock()
+}
+
+// TestSize holds a Mutex to 16 bytes on 64-bit platforms: its waiting
+// room is elsewhere.
+func TestSize(t *testing.T) {
+	if got, want := unsafe.Sizeof(Mutex{}), 8+unsafe.Sizeof(uintptr(0)); got != want {
+		t.Errorf("Mutex is %d bytes, want %d", got, want)
+	}
 }
 
 // TestNoAllocs holds Lock, TryLock and Unlock to no allocation.
