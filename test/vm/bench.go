@@ -307,10 +307,11 @@ func benchPairWanted(test string) bool {
 }
 
 // partialBench reports whether the flags leave out part of make bench
-// (-run, -benchmicro=0, -benchpairs, -benchtools=false): then its tables are not written,
-// since they would stand for a run that did not happen.
+// (-run, -benchmicro=0, -benchpairs, -benchtools=false) or measure
+// something else than its timings (-qemuicount): then its tables are not
+// written, since they would stand for a run that did not happen.
 func partialBench() bool {
-	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || !*flagBenchTools
+	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || !*flagBenchTools || *flagQemuIcount >= 0
 }
 
 // benchFigure is one figure a tool reports.

@@ -213,4 +213,9 @@ func TestBenchPairsFlag(t *testing.T) {
 	if !partialBench() {
 		t.Error("partialBench false with -benchtools=false")
 	}
+	defer func(v int) { *flagQemuIcount = v }(*flagQemuIcount)
+	*flagBenchTools, *flagQemuIcount = true, 0
+	if !partialBench() {
+		t.Error("partialBench false with -qemuicount=0: instruction counts must not become the tables")
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,6 +228,39 @@ func TestQemuCPU(t *testing.T) {
 	}
 	if got := strings.Join(args[:2], " "); got != "-cpu max,-pku" {
 		t.Errorf("qemuArgs: starts %q, want -cpu max,-pku", got)
+	}
+}
+
+// TestQemuIcount: -qemuicount=N boots one vCPU whose clock counts
+// instructions (docs/PERFORMANCE.md, "Counting instructions"); -1, the
+// default, leaves QEMU timing as it does.
+func TestQemuIcount(t *testing.T) {
+	defer func(v int) { *flagQemuIcount = v }(*flagQemuIcount)
+	for _, c := range []struct {
+		shift      int
+		smp, count string
+	}{
+		{-1, strconv.Itoa(min(2, runtime.NumCPU())), ""},
+		{0, "1", "shift=0,align=off,sleep=off"},
+		{3, "1", "shift=3,align=off,sleep=off"},
+	} {
+		*flagQemuIcount = c.shift
+		_, args, err := qemuArgs("amd64", "max,-pku", "k", "i")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := func(name string) string {
+			if i := slices.Index(args, name); i >= 0 && i+1 < len(args) {
+				return args[i+1]
+			}
+			return ""
+		}
+		if got := opt("-smp"); got != c.smp {
+			t.Errorf("-qemuicount=%d: -smp %q, want %q", c.shift, got, c.smp)
+		}
+		if got := opt("-icount"); got != c.count {
+			t.Errorf("-qemuicount=%d: -icount %q, want %q", c.shift, got, c.count)
+		}
 	}
 }
 

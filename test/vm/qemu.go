@@ -57,14 +57,33 @@ func qemuCPU(mode string) string {
 	return "max"
 }
 
+var flagQemuIcount = flag.Int("qemuicount", -1, "count instructions instead of timing: QEMU's -icount shift=N (every guest instruction advances the guest's clock by 2^N ns), so timings in the guest become instruction counts, the same in every run; -1: off (docs/PERFORMANCE.md, \"Counting instructions\")")
+
+// icountArgs returns QEMU's -icount option for -qemuicount, or nothing.
+// With it the guest's clock runs on the instructions executed, not the
+// host's time: a benchmark's ns/op is then its instructions × 2^shift,
+// whatever the host's load. align=off lets the guest's clock run ahead
+// of the host's; sleep=off jumps it over idle periods at once.
+func icountArgs(shift int) []string {
+	if shift < 0 {
+		return nil
+	}
+	return []string{"-icount", "shift=" + strconv.Itoa(shift) + ",align=off,sleep=off"}
+}
+
 // qemuArgs returns the command line for one boot, cpu being an amd64
 // guest's -cpu value (qemuCPU). KVM is not used (it is not usable on our
 // machines): TCG always.
 func qemuArgs(arch, cpu, kernel, initrd string) (string, []string, error) {
 	smp := strconv.Itoa(min(2, runtime.NumCPU())) // never more vCPUs than host cores
-	common := []string{"-accel", "tcg", "-smp", smp, "-m", "1024",
+	if *flagQemuIcount >= 0 {
+		// One vCPU: QEMU runs counted vCPUs in turn on one host thread, and
+		// with two the 6.1 guest made no progress in ten minutes of boot.
+		smp = "1"
+	}
+	common := append([]string{"-accel", "tcg", "-smp", smp, "-m", "1024",
 		"-nodefaults", "-display", "none", "-no-reboot", "-serial", "stdio",
-		"-kernel", kernel, "-initrd", initrd}
+		"-kernel", kernel, "-initrd", initrd}, icountArgs(*flagQemuIcount)...)
 	switch arch {
 	case "amd64":
 		return "qemu-system-x86_64", append([]string{"-cpu", cpu}, append(common,
