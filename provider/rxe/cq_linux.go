@@ -168,12 +168,22 @@ type ringWalk struct {
 
 // copyRing copies len(wcs) completions from the ring slots starting at
 // byte offset off and returns their statuses and flags ORed (copyWC).
+//
+// It walks wcs with a pointer and counts down, not by index: under an
+// instruction count (test/vm -qemuicount) that is two instructions a
+// CQE fewer than &wcs[i]'s multiply and the count's compare. The
+// pointer moves on only while a completion is left for it, never past
+// the end of wcs.
 func copyRing(wcs []cq.WC, off uintptr, w ringWalk) (fix uint32) {
-	for i := range wcs {
-		fix |= copyWC(&wcs[i], (*uapi.IBUverbsWC)(unsafe.Add(w.base, off)))
+	d := unsafe.Pointer(unsafe.SliceData(wcs))
+	for n := len(wcs); ; {
+		fix |= copyWC((*cq.WC)(d), (*uapi.IBUverbsWC)(unsafe.Add(w.base, off)))
+		if n--; n == 0 {
+			return fix
+		}
 		off = (off + w.step) & w.wrap
+		d = unsafe.Add(d, unsafe.Sizeof(cq.WC{}))
 	}
-	return fix
 }
 
 // fixRing runs fixWC over the completions copyRing copied from the same
