@@ -73,8 +73,10 @@ func (l *RingLock) Lock() {
 
 // TryLock takes the CQ's lock if it is free (always, if the CQ is
 // single-threaded) and reports whether it did: in step 3 of the protocol
-// above, a Ring may try it first and fall back to Lock.
-func (l *RingLock) TryLock() bool { return l.single || l.mu.TryLock() }
+// above, a Ring may try it first and fall back to Lock. It tries once,
+// with one locked instruction (mutex.Mutex.Grab): it is for a poll's
+// fast path, not for spinning.
+func (l *RingLock) TryLock() bool { return l.single || l.mu.Grab() }
 
 // Unlock releases it.
 func (l *RingLock) Unlock() {

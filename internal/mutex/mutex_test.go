@@ -43,8 +43,8 @@ func TestFenced(t *testing.T) {
 
 // TestExclusion runs goroutines through one lock, each section touching a
 // plain counter and checking that it is alone; some sections yield, some
-// sleep, so that waiters spin, park and are woken, and Lock and TryLock
-// race fast-path takers against woken ones.
+// sleep, so that waiters spin, park and are woken, and Lock, TryLock and
+// Grab race fast-path takers against woken ones.
 func TestExclusion(t *testing.T) {
 	waits(t, func(t *testing.T) {
 		var (
@@ -59,11 +59,16 @@ func TestExclusion(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range rounds {
-					if (g+i)%3 == 0 {
+					switch (g + i) % 5 {
+					case 0:
 						for !m.TryLock() {
 							runtime.Gosched()
 						}
-					} else {
+					case 1:
+						for !m.Grab() {
+							runtime.Gosched()
+						}
+					default:
 						m.Lock()
 					}
 					if inside.Add(1) != 1 {
@@ -118,6 +123,9 @@ func TestParkedWaitersWake(t *testing.T) {
 		if m.TryLock() {
 			t.Fatal("TryLock took a held lock")
 		}
+		if m.Grab() {
+			t.Fatal("Grab took a held lock")
+		}
 		m.Unlock()
 		for range waiters {
 			select {
@@ -128,6 +136,10 @@ func TestParkedWaitersWake(t *testing.T) {
 		}
 		if !m.TryLock() {
 			t.Fatal("TryLock failed on a free lock")
+		}
+		m.Unlock()
+		if !m.Grab() {
+			t.Fatal("Grab failed on a free lock")
 		}
 		m.Unlock()
 	})
@@ -176,7 +188,7 @@ func TestSize(t *testing.T) {
 	}
 }
 
-// TestNoAllocs holds Lock, TryLock and Unlock to no allocation.
+// TestNoAllocs holds Lock, TryLock, Grab and Unlock to no allocation.
 func TestNoAllocs(t *testing.T) {
 	var (
 		m Mutex
@@ -190,8 +202,12 @@ func TestNoAllocs(t *testing.T) {
 			k++
 			m.Unlock()
 		}
+		if m.Grab() {
+			k++
+			m.Unlock()
+		}
 	}); n != 0 {
-		t.Errorf("%v allocations per Lock, Unlock, TryLock, Unlock", n)
+		t.Errorf("%v allocations per Lock, Unlock, TryLock, Unlock, Grab, Unlock", n)
 	}
 }
 

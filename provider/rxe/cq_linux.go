@@ -80,7 +80,11 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// are, without masking: indices out of range (which the locked path
 	// masks) only ever send it to that path, which then finds nothing.
 	r := q.live.Load()
-	if r == nil || r.cons.Load() == r.prod.Load() {
+	if r == nil {
+		return 0, nil
+	}
+	cons, prod := r.cons, r.prod
+	if cons.Load() == prod.Load() {
 		return 0, nil
 	}
 	// One completion wanted, and the lock free: the commonest call, taken
@@ -89,15 +93,21 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// before it, on every path the call is reachable from: taking the
 	// lock, a batch and the fix-up here cost nine stores and their
 	// loads, and TCG charges for every memory access.) Anything else, and any surprise
-	// (the CQ broken or closed, the ring gone or found empty), goes to
+	// (the CQ broken or closed, the ring replaced, gone or found empty), goes to
 	// pollLocked, which starts over.
+	//
+	// Under the lock the ring is still r unless a Resize replaced it or
+	// Close released it (both under the lock), so the look's pointers
+	// serve. Both indices are read again: another Poll may have taken
+	// completions since the look, even the ring's size of them, which
+	// would bring the consumer index back to where the look saw it with
+	// the look's producer index stale (the indices wrap at the ring's
+	// size).
 	if len(wcs) == 1 && l.TryLock() {
-		if r = q.ring; r != nil && l.Err() == nil {
-			// In locals, as in pollLocked: the copy's stores could alias r.
-			mask, cons := r.mask, r.cons
-			first := cons.Load() & mask
-			if first != r.prod.Load()&mask { // acquire
-				k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)<<(r.shift&63)))
+		if q.ring == r && l.Err() == nil {
+			mask := r.mask
+			if first := cons.Load() & mask; first != prod.Load()&mask { // acquire
+				k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)*r.step))
 				if copyWC(&wcs[0], k) != 0 {
 					fixWC(&wcs[0], k)
 				}
@@ -141,7 +151,7 @@ func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// copyRing, a leaf where the loop's state has the registers to itself
 	// (here, the values live across the loop would be reloaded from the
 	// stack in every iteration).
-	w := ringWalk{base: base, step: uintptr(1) << (r.shift & 63)}
+	w := ringWalk{base: base, step: r.step}
 	w.wrap = (uintptr(mask)+1)*w.step - 1
 	off := uintptr(first) * w.step
 	var fix uint32

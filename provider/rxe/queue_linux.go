@@ -21,6 +21,7 @@ type queue struct {
 	prod  *atomic.Uint32
 	cons  *atomic.Uint32
 	data  unsafe.Pointer // slot 0
+	step  uintptr        // the slot size, 1<<shift: multiplying by it takes fewer instructions than shifting by shift
 	shift uint32         // log2 of the slot size
 	mask  uint32         // slots - 1
 }
@@ -71,6 +72,7 @@ func newQueue(mem []byte, minSlot uintptr) (*queue, error) {
 		prod:  (*atomic.Uint32)(unsafe.Pointer(&h.ProducerIndex)),
 		cons:  (*atomic.Uint32)(unsafe.Pointer(&h.ConsumerIndex)),
 		data:  unsafe.Add(base, hdr),
+		step:  uintptr(1) << shift,
 		shift: shift,
 		mask:  mask,
 	}, nil
