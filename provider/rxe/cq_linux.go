@@ -176,8 +176,9 @@ type ringWalk struct {
 	step, wrap uintptr        // the slot size; the ring's size in bytes, less one
 }
 
-// copyRing copies len(wcs) completions from the ring slots starting at
-// byte offset off and returns their statuses and flags ORed (copyWC).
+// copyRing copies len(wcs) completions, at least one (pollLocked calls
+// it for two or more), from the ring slots starting at byte offset off
+// and returns their statuses and flags ORed (copyWC).
 //
 // It walks wcs with a pointer and counts down, not by index: under an
 // instruction count (test/vm -qemuicount) that is two instructions a
