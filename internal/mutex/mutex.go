@@ -76,7 +76,7 @@ func (m *Mutex) TryLock() bool {
 // Grab is TryLock without its look: it takes m if it is free and reports
 // whether it did, in one locked instruction whatever m's state, as Lock's
 // first step does (and rdma-core's spin lock). For a fast path that
-// expects m free: there the look is three instructions and a load for
+// expects m free: there the look is three instructions, one a load, for
 // nothing (counted in cq's poll, docs/PERFORMANCE.md); a caller that
 // retries while m is held wants TryLock, whose failures write nothing.
 func (m *Mutex) Grab() bool { return m.state.CompareAndSwap(0, 1) }

@@ -168,8 +168,9 @@ func pollDrain(b *testing.B, opts ...cq.Option) {
 // drain loop, in a function of its own as that loop is in C. Written
 // inline in pollDrain's closure, the loop kept its count, its flag and
 // the error in the closure's frame, storing and reloading them around
-// every poll: about a dozen memory accesses a call more than cbench's
-// loop makes, charged to every CQE at batch 1. What is left is what Go's
+// every poll: nine instructions a call more (counted with test/vm
+// -qemuicount), most of them memory accesses, which cbench's loop does
+// not make and which were charged to every CQE at batch 1. What is left is what Go's
 // calling convention spills across a call (it has no callee-saved
 // registers): the count, and the arguments reloaded. A poll that finds
 // the CQ empty spoils the round, which pollDrain leaves out, so the
