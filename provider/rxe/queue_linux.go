@@ -21,7 +21,7 @@ type queue struct {
 	prod  *atomic.Uint32
 	cons  *atomic.Uint32
 	data  unsafe.Pointer // slot 0
-	step  uintptr        // the slot size, 1<<shift: multiplying by it takes fewer instructions than shifting by shift
+	step  uintptr        // the slot size, 1<<shift: multiplying by it takes fewer instructions than shifting (slot)
 	shift uint32         // log2 of the slot size
 	mask  uint32         // slots - 1
 }
@@ -78,13 +78,15 @@ func newQueue(mem []byte, minSlot uintptr) (*queue, error) {
 	}, nil
 }
 
-// slot returns the address of slot i (masked).
+// slot returns the address of slot i (masked). A multiply by step, not
+// a shift by shift: Go defines shifts by 64 or more, and a shift by a
+// variable count costs the three instructions that check for them.
 func (q *queue) slot(i uint32) unsafe.Pointer {
-	return unsafe.Add(q.data, uintptr(i&q.mask)<<q.shift)
+	return unsafe.Add(q.data, uintptr(i&q.mask)*q.step)
 }
 
 // slotSize returns the size of a slot in bytes.
-func (q *queue) slotSize() uintptr { return uintptr(1) << q.shift }
+func (q *queue) slotSize() uintptr { return q.step }
 
 // size returns how many entries the queue holds (one slot stays empty).
 func (q *queue) size() int { return int(q.mask) }
