@@ -10,7 +10,8 @@ import (
 )
 
 // TestHotPathsInline checks, for linux/amd64, that the lock's fast paths
-// are inlined where the poll uses them: Lock, TryLock and Unlock, the CQ's
+// are inlined where the poll uses them: Lock, TryLock and Unlock (Grab,
+// which RingLock.TryLock calls, is one compare-and-swap), the CQ's
 // RingLock around them, and both in rxe's PollRing. Unlock sits one
 // point under the inliner's budget inside RingLock.Unlock; a change that
 // tips it over costs a call per consuming poll and no test would fail

@@ -17,13 +17,12 @@ import (
 // (internal/release: a plain MOV on x86, no locked instruction); the
 // producer the reverse. Indices are kept masked, in [0, mask].
 type queue struct {
-	mem   []byte // the mapping; unmap releases it, nothing else does
-	prod  *atomic.Uint32
-	cons  *atomic.Uint32
-	data  unsafe.Pointer // slot 0
-	step  uintptr        // the slot size, 1<<shift: multiplying by it takes fewer instructions than shifting (slot)
-	shift uint32         // log2 of the slot size
-	mask  uint32         // slots - 1
+	mem  []byte // the mapping; unmap releases it, nothing else does
+	prod *atomic.Uint32
+	cons *atomic.Uint32
+	data unsafe.Pointer // slot 0
+	step uintptr        // the slot size, a power of two (see slot)
+	mask uint32         // slots - 1
 }
 
 // mapQueue maps a queue from the mmap info the kernel gave at create. The
@@ -68,18 +67,17 @@ func newQueue(mem []byte, minSlot uintptr) (*queue, error) {
 		return nil, fmt.Errorf("%d slots of %d bytes do not fit the %d-byte mapping", slots, 1<<shift, len(mem))
 	}
 	return &queue{
-		mem:   mem,
-		prod:  (*atomic.Uint32)(unsafe.Pointer(&h.ProducerIndex)),
-		cons:  (*atomic.Uint32)(unsafe.Pointer(&h.ConsumerIndex)),
-		data:  unsafe.Add(base, hdr),
-		step:  uintptr(1) << shift,
-		shift: shift,
-		mask:  mask,
+		mem:  mem,
+		prod: (*atomic.Uint32)(unsafe.Pointer(&h.ProducerIndex)),
+		cons: (*atomic.Uint32)(unsafe.Pointer(&h.ConsumerIndex)),
+		data: unsafe.Add(base, hdr),
+		step: uintptr(1) << shift,
+		mask: mask,
 	}, nil
 }
 
 // slot returns the address of slot i (masked). A multiply by step, not
-// a shift by shift: Go defines shifts by 64 or more, and a shift by a
+// a shift by its log2: Go defines shifts by 64 or more, and a shift by a
 // variable count costs the three instructions that check for them.
 func (q *queue) slot(i uint32) unsafe.Pointer {
 	return unsafe.Add(q.data, uintptr(i&q.mask)*q.step)
