@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -155,11 +156,25 @@ func TestPostBadInput(t *testing.T) {
 			t.Log(err)
 		})
 	}
+	// A receive with more SGEs than the QP takes is refused, by index,
+	// after the good one before it; the queue is unchanged by the refusal.
+	tooManyRecv := make([]uverbs.SGE, b.Cap().MaxRecvSGE+1)
+	for i := range tooManyRecv {
+		tooManyRecv[i] = mr.SGE(i, 1)
+	}
+	n, err := b.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{mr.SGE(0, 8)}}, {WRID: 2, SGL: tooManyRecv}})
+	var op *uverbs.OpError
+	if n != 1 || !errors.Is(err, unix.EINVAL) || !errors.As(err, &op) || op.Op != "post recv" || !strings.Contains(err.Error(), "work request 1") {
+		t.Errorf("PostRecv of a good request, then one of %d SGEs = %d, %v; want 1, a post recv error naming work request 1 and wrapping EINVAL",
+			len(tooManyRecv), n, err)
+	}
+	t.Log(err)
+
 	// A full receive queue gives ENOMEM, after posting what fits.
 	wrs := make([]uverbs.RecvWR, 64)
-	n, err := b.PostRecv(wrs)
-	if !errors.Is(err, unix.ENOMEM) || n < 16 || n >= 64 {
-		t.Errorf("PostRecv of 64 on a 16-deep queue = %d, %v; want ENOMEM after at least 16", n, err)
+	n, err = b.PostRecv(wrs)
+	if !errors.Is(err, unix.ENOMEM) || n < 15 || n >= 64 {
+		t.Errorf("PostRecv of 64 on a 16-deep queue holding one = %d, %v; want ENOMEM after at least 15", n, err)
 	}
 	t.Logf("posted %d: %v", n, err)
 }

@@ -64,12 +64,16 @@ var (
 	_ [0]struct{} = [unsafe.Offsetof(AH{}.p)]struct{}{}
 )
 
+// providerSendWRs and providerRecvWRs view the caller's requests as the
+// provider's, whose layout is the same (checked above): the slice header
+// is reinterpreted, not rebuilt with unsafe.Slice, whose overflow checks
+// on a length the caller's slice already has cost every post.
 func providerSendWRs(w []SendWR) []provider.SendWR {
-	return unsafe.Slice((*provider.SendWR)(unsafe.Pointer(unsafe.SliceData(w))), len(w))
+	return *(*[]provider.SendWR)(unsafe.Pointer(&w))
 }
 
 func providerRecvWRs(w []RecvWR) []provider.RecvWR {
-	return unsafe.Slice((*provider.RecvWR)(unsafe.Pointer(unsafe.SliceData(w))), len(w))
+	return *(*[]provider.RecvWR)(unsafe.Pointer(&w))
 }
 
 // PostSend posts send work requests (ibv_post_send), in order, and rings
@@ -81,16 +85,20 @@ func providerRecvWRs(w []RecvWR) []provider.RecvWR {
 func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	const op = "post send"
 	ctx := q.pd.ctx
+	// The lock is released by hand, not deferred: a deferred call costs
+	// every post a closure's setup, its stores and an indirect call.
 	q.sendMu.Lock()
-	defer q.sendMu.Unlock()
 	if q.closed {
+		q.sendMu.Unlock()
 		return 0, ctx.opErr(op, ErrClosed)
 	}
 	if err := ctx.use(op); err != nil {
+		q.sendMu.Unlock()
 		return 0, err
 	}
 	n, err := q.p.PostSend(providerSendWRs(wrs))
 	ctx.done()
+	q.sendMu.Unlock()
 	if err != nil {
 		return n, ctx.opErr(op, err)
 	}
@@ -104,12 +112,13 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post recv"
 	ctx := q.pd.ctx
-	q.recvMu.Lock()
-	defer q.recvMu.Unlock()
+	q.recvMu.Lock() // released by hand, as in PostSend
 	if q.closed || ctx.closed.Load() {
+		q.recvMu.Unlock()
 		return 0, ctx.opErr(op, ErrClosed)
 	}
 	n, err := q.p.PostRecv(providerRecvWRs(wrs))
+	q.recvMu.Unlock()
 	if err != nil {
 		return n, ctx.opErr(op, err)
 	}

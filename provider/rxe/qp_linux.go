@@ -62,6 +62,7 @@ type QP struct {
 	sq, rq   *queue
 	doorbell *kverbs.SendDoorbell
 	ssn      uint32
+	recvSGE  uint32 // the most SGEs a receive takes: the QP's cap, or what fits a slot if fewer
 }
 
 // CreateQP creates the QP and maps its queues.
@@ -82,6 +83,7 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 			kverbs.DestroyQP(c.conn, k.Handle)
 			return nil, fmt.Errorf("rxe receive queue: %w", err)
 		}
+		q.recvSGE = min(k.Cap.MaxRecvSGE, uint32((q.rq.slotSize()-recvWQEHeader)/sgeSize))
 	}
 	return q, nil
 }
@@ -207,15 +209,8 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 	}
 	for i := range wrs {
 		wr := &wrs[i]
-		if uint32(len(wr.SGL)) > q.k.Cap.MaxRecvSGE {
-			return i, wrErr(i, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(wr.SGL), q.k.Cap.MaxRecvSGE, unix.EINVAL))
-		}
-		if recvWQEHeader+uintptr(len(wr.SGL))*sgeSize > rq.slotSize() {
-			return i, wrErr(i, fmt.Errorf("%d SGEs do not fit a receive slot: %w", len(wr.SGL), unix.EINVAL))
-		}
-		var length uint64
-		for _, s := range wr.SGL {
-			length += uint64(s.Length)
+		if uint32(len(wr.SGL)) > q.recvSGE { // one compare for the QP's cap and the slot's room
+			return i, wrErr(i, q.recvSGEErr(len(wr.SGL)))
 		}
 		prod := rq.prod.Load()
 		if (prod+1)&rq.mask == rq.cons.Load() {
@@ -226,28 +221,48 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		// Field by field, not a composite literal or copy(): the compiler
 		// would zero and copy with SSE moves or call memmove, which cost
 		// QEMU's TCG (our test machines) more than these plain stores.
+		// The SGEs go first: putSGL sums their lengths as it writes them.
+		length := putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)
 		w.WRID, w.Reserved, w.Padding = wr.WRID, 0, 0
-		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = uint32(length), uint32(length), 0
+		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = length, length, 0
 		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
-		putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)
 		release.Store32(rq.prod, (prod+1)&rq.mask)
 	}
 	return len(wrs), nil
 }
 
-// putSGL writes sgl at dst (struct rxe_sge[]) field by field: a copy()
-// calls memmove, dearer than these stores for the one or two SGEs a
-// request carries.
+// recvSGEErr says why a receive of n SGEs, more than q.recvSGE, is refused.
+func (q *QP) recvSGEErr(n int) error {
+	if uint32(n) > q.k.Cap.MaxRecvSGE {
+		return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.k.Cap.MaxRecvSGE, unix.EINVAL)
+	}
+	return fmt.Errorf("%d SGEs do not fit a receive slot: %w", n, unix.EINVAL)
+}
+
+// putSGL writes sgl at dst (struct rxe_sge[]) field by field, and returns
+// the sum of its lengths (modulo 2^32, as the WQE's 32-bit length holds
+// it): a copy() calls memmove, dearer than these stores for the one or
+// two SGEs a request carries, and a second loop for the sum would cost
+// its own compares and loads.
 //
 // It addresses each entry from dst rather than making a slice of it:
 // unsafe.Slice checks the length's product and the end's address for
 // overflow, instructions spent on sizes the callers have already checked
 // against the slot (this and queue.slot's multiply took PostRecv from
 // 241 to 220 instructions a request, counted with test/vm -qemuicount).
-func putSGL(dst unsafe.Pointer, sgl []provider.SGE) {
-	for i := range sgl {
-		d := (*provider.SGE)(unsafe.Add(dst, uintptr(i)*unsafe.Sizeof(provider.SGE{})))
-		d.Addr, d.Length, d.LKey = sgl[i].Addr, sgl[i].Length, sgl[i].LKey
+func putSGL(dst unsafe.Pointer, sgl []provider.SGE) (length uint32) {
+	if len(sgl) == 0 {
+		return 0
+	}
+	src := unsafe.Pointer(unsafe.SliceData(sgl))
+	for n := len(sgl); ; {
+		d, s := (*provider.SGE)(dst), (*provider.SGE)(src)
+		d.Addr, d.Length, d.LKey = s.Addr, s.Length, s.LKey
+		length += s.Length
+		if n--; n == 0 {
+			return length
+		}
+		dst, src = unsafe.Add(dst, sgeSize), unsafe.Add(src, sgeSize)
 	}
 }
 
