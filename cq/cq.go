@@ -297,12 +297,17 @@ func (c *CQ) Resize(n int) error {
 // no event, so poll after arming: arm, poll until empty, then wait (as
 // [Channel.Serve] does).
 func (c *CQ) ReqNotify(solicitedOnly bool) error {
+	// The lock is released by hand on each path, not deferred: a
+	// deferred call costs every arm a closure's setup and an indirect
+	// call, on the path that runs once per event.
 	c.lock.mu.Lock()
-	defer c.lock.mu.Unlock()
 	if c.closed.Load() {
+		c.lock.mu.Unlock()
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
 	}
-	if err := c.be.ReqNotify(solicitedOnly); err != nil {
+	err := c.be.ReqNotify(solicitedOnly)
+	c.lock.mu.Unlock()
+	if err != nil {
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: err}
 	}
 	return nil
@@ -310,13 +315,14 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 
 // eventRead counts an event the channel delivers; false if the CQ is closed.
 func (c *CQ) eventRead() bool {
-	c.lock.mu.Lock()
-	defer c.lock.mu.Unlock()
+	c.lock.mu.Lock() // released by hand, as in ReqNotify
 	if c.closed.Load() {
+		c.lock.mu.Unlock()
 		return false
 	}
 	c.delivered.Add(1)
 	c.be.EventRead()
+	c.lock.mu.Unlock()
 	return true
 }
 
