@@ -314,6 +314,14 @@ func partialBench() bool {
 	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || !*flagBenchTools || *flagQemuIcount >= 0
 }
 
+// fullCount reports whether a -qemuicount bench run counted every Go
+// benchmark (no -run, -benchmicro at least 1), so that its counts may
+// replace the ones in docs/PERFORMANCE.md; the tool pairs and the runs
+// without the preemption signal are not part of them.
+func fullCount() bool {
+	return *flagQemuIcount >= 0 && *flagRun == "" && *flagBenchMicro > 0
+}
+
 // benchFigure is one figure a tool reports.
 type benchFigure struct {
 	name  string
@@ -581,6 +589,68 @@ func (r *benchResult) microTable() string {
 	return b.String()
 }
 
+// countTable prints, for a run under -qemuicount, the instructions each
+// Go benchmark and its C twin executed per operation, as Markdown: the
+// guest's clock then counts instructions, so each "ns" is one. Only the
+// rows with both sides are printed, and no targets, which are on time.
+func (r *benchResult) countTable() string {
+	var b strings.Builder
+	b.WriteString("| benchmark | instructions per | rdma-core (C) | goverbs | goverbs / rdma-core |\n|---|---|---|---|---|\n")
+	for _, name := range microOrder {
+		c, g := best(r.MicroC[cTwin(name)]), best(r.MicroGo[name])
+		if math.IsNaN(c) || math.IsNaN(g) {
+			continue
+		}
+		_, per, _ := strings.Cut(microUnit[baseName(name)], "/")
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f× |\n", microLabel[name], per, countNum(c), countNum(g), g/c)
+	}
+	return b.String()
+}
+
+// countNum prints an instruction count: whole numbers from 1000 up, with
+// a thousands separator, one decimal below.
+func countNum(v float64) string {
+	if v < 1000 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	s := strconv.FormatFloat(math.Round(v), 'f', -1, 64)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// writeCounts replaces the instruction counts in docs/PERFORMANCE.md,
+// between the count markers, with those of a -qemuicount run.
+func writeCounts(root string, results []*benchResult) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, `make bench`'s counting run (`-qemuicount=0`: one vCPU, the guest's clock advancing one "+
+		"nanosecond an instruction), the Go benchmarks once between two runs of their C twins; each side's "+
+		"figure is its least run.\n", time.Now().UTC().Format("2006-01-02"))
+	for _, r := range results {
+		fmt.Fprintf(&b, "\n%s:\n\n%s", r.Kernel, r.countTable())
+	}
+	return replaceSection(filepath.Join(root, "docs", "PERFORMANCE.md"), "<!-- count:begin -->", "<!-- count:end -->", b.String())
+}
+
+// replaceSection puts text between the begin and end markers of the file
+// at p, on lines of their own, or appends the markers and text when the
+// file has none.
+func replaceSection(p, begin, end, text string) error {
+	old, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	sec := begin + "\n" + strings.TrimRight(text, "\n") + "\n" + end
+	s := string(old)
+	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {
+		s = s[:i] + sec + s[j+len(end):]
+	} else {
+		s = strings.TrimRight(s, "\n") + "\n\n" + sec + "\n"
+	}
+	return os.WriteFile(p, []byte(s), 0o644)
+}
+
 // toolTable prints rdma-core's tools beside goverbs', as Markdown.
 func (r *benchResult) toolTable() string {
 	var b strings.Builder
@@ -685,6 +755,19 @@ func benchReport(ctx context.Context, root string, runs []benchRun) error {
 			fmt.Printf("\n%d CPU profiles in %s (go tool pprof -top %s/<file>)\n", len(files), dir, dir)
 		}
 	}
+	if *flagQemuIcount >= 0 {
+		if len(results) == 0 || !fullCount() {
+			return nil
+		}
+		for _, r := range results {
+			fmt.Printf("\nInstructions on %s, goverbs against rdma-core:\n%s", r.Short, r.countTable())
+		}
+		if err := writeCounts(root, results); err != nil {
+			return err
+		}
+		fmt.Println("\nwrote the instruction counts into docs/PERFORMANCE.md")
+		return nil
+	}
 	if len(results) == 0 || partialBench() {
 		return nil
 	}
@@ -771,14 +854,8 @@ type benchRun struct {
 // writePerformance puts the tables into docs/PERFORMANCE.md, between
 // markers, keeping the rest of the file.
 func writePerformance(root string, results []*benchResult, mlx5 string) error {
-	p := filepath.Join(root, "docs", "PERFORMANCE.md")
-	old, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	const begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n## goverbs against rdma-core, side by side (`make bench`)\n\n", begin)
+	b.WriteString("## goverbs against rdma-core, side by side (`make bench`)\n\n")
 	fmt.Fprintf(&b, "%s, QEMU TCG (`-cpu %s`: why, under \"The preemption signal\") on this project's 2-core machine, one VM per kernel. "+
 		"**TCG timings are comparable only as ratios within one run**, never with real hardware "+
 		"or across runs. The Go benchmarks ran %d times, each run between two runs of their C twins, "+
@@ -792,12 +869,5 @@ func writePerformance(root string, results []*benchResult, mlx5 string) error {
 		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, same parameters:\n\n%s\n", r.toolTable())
 	}
 	fmt.Fprintf(&b, "### mlx5 provider, the test playing the device (provider/mlx5/bench_linux_test.go)\n\n%s\n", mlx5)
-	b.WriteString(end)
-	s := string(old)
-	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {
-		s = s[:i] + b.String() + s[j+len(end):]
-	} else {
-		s = strings.TrimRight(s, "\n") + "\n\n" + b.String() + "\n"
-	}
-	return os.WriteFile(p, []byte(s), 0o644)
+	return replaceSection(filepath.Join(root, "docs", "PERFORMANCE.md"), "<!-- bench:begin -->", "<!-- bench:end -->", b.String())
 }

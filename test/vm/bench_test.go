@@ -5,6 +5,8 @@ import (
 	"encoding/xml"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,6 +84,49 @@ func TestBenchTables(t *testing.T) {
 	} {
 		if !strings.Contains(tools, want) {
 			t.Errorf("tool table lacks %q:\n%s", want, tools)
+		}
+	}
+}
+
+// TestCountTable: under -qemuicount the same console gives a table of
+// instruction counts, with the rows that have both sides and no targets.
+func TestCountTable(t *testing.T) {
+	got := parseBench(benchConsole).countTable()
+	want := "| benchmark | instructions per | rdma-core (C) | goverbs | goverbs / rdma-core |\n|---|---|---|---|---|\n" +
+		"| empty poll | op | 100.0 | 131.4 | 1.31× |\n" +
+		"| poll per CQE, batch 1 | CQE | 600.0 | 661.4 | 1.10× |\n" +
+		"| PostSend per WR (batches of 32, one doorbell) | WR | 25,000 | 24,936 | 1.00× |\n" +
+		"| poll per CQE, batch 1, no preemption signal (GODEBUG=asyncpreemptoff=1; C: the same drain) | CQE | 600.0 | 540.5 | 0.90× |\n"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("countTable (-want +got):\n%s", diff)
+	}
+	for v, want := range map[float64]string{70.35: "70.3", 999.96: "1000.0", 2378: "2,378", 1234567: "1,234,567", 11908.4: "11,908"} {
+		if got := countNum(v); got != want {
+			t.Errorf("countNum(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestReplaceSection: the text between the markers is replaced, and a
+// file without them gets them at its end.
+func TestReplaceSection(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "doc.md")
+	for _, c := range []struct{ old, want string }{
+		{"# Doc\n\nbefore\n<!-- x:begin -->\nold\nlines\n<!-- x:end -->\nafter\n", "# Doc\n\nbefore\n<!-- x:begin -->\nnew\n<!-- x:end -->\nafter\n"},
+		{"# Doc\n\n", "# Doc\n\n<!-- x:begin -->\nnew\n<!-- x:end -->\n"},
+	} {
+		if err := os.WriteFile(p, []byte(c.old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := replaceSection(p, "<!-- x:begin -->", "<!-- x:end -->", "new\n\n"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c.want, string(got)); diff != "" {
+			t.Errorf("replaceSection over %q (-want +got):\n%s", c.old, diff)
 		}
 	}
 }
@@ -217,5 +262,24 @@ func TestBenchPairsFlag(t *testing.T) {
 	*flagBenchTools, *flagQemuIcount = true, 0
 	if !partialBench() {
 		t.Error("partialBench false with -qemuicount=0: instruction counts must not become the tables")
+	}
+	// The counts are written when every Go benchmark was counted, tools
+	// or not; not with -run, nor without the Go benchmarks, nor untimed.
+	*flagBenchTools = false
+	if !fullCount() {
+		t.Error("fullCount false with -qemuicount=0 -benchtools=false")
+	}
+	defer func(v string) { *flagRun = v }(*flagRun)
+	*flagRun = "PostRecv"
+	if fullCount() {
+		t.Error("fullCount true with -run")
+	}
+	*flagRun, *flagBenchMicro = "", 0
+	if fullCount() {
+		t.Error("fullCount true with -benchmicro=0")
+	}
+	*flagBenchMicro, *flagQemuIcount = 3, -1
+	if fullCount() {
+		t.Error("fullCount true without -qemuicount")
 	}
 }
