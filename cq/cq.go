@@ -51,6 +51,12 @@ type Ring interface {
 //  3. takes l.Lock, returns *l.Err() (unlocking) if it is now set,
 //     consumes up to len(wcs) completions, and l.Unlock.
 //
+// In step 3 a Ring that can tell, under the lock, that Close has not run
+// (its ring is still the one it looked at: Close releases it under the
+// lock) may leave the error word unread: an overrun that Fail records
+// between steps 1 and 3 then lets this one Poll out first, ordered before
+// the Fail, as it would have been had it run a moment earlier.
+//
 // So two Polls never take the same completion, and a Poll never reads a
 // ring that Close or Resize (which hold the lock) has unmapped.
 type RingLock struct {
@@ -77,6 +83,11 @@ func (l *RingLock) Lock() {
 // with one locked instruction (mutex.Mutex.Grab): it is for a poll's
 // fast path, not for spinning.
 func (l *RingLock) TryLock() bool { return l.single || l.mu.Grab() }
+
+// Single reports whether the CQ is single-threaded: Lock, TryLock and
+// Unlock then do nothing. A Ring's fast path may test it before TryLock,
+// so that the compiler branches on TryLock's compare-and-swap directly.
+func (l *RingLock) Single() bool { return l.single }
 
 // Unlock releases it.
 func (l *RingLock) Unlock() {

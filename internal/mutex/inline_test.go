@@ -50,6 +50,8 @@ func TestHotPathsInline(t *testing.T) {
 		{"internal/mutex/mutex.go", "can inline (*Mutex).TryLock"},
 		{"internal/mutex/mutex.go", "can inline (*Mutex).Unlock"},
 		{"cq/cq.go", "can inline (*RingLock).TryLock"},
+		{"cq/cq.go", "can inline (*RingLock).Single"},
+		{"provider/rxe/cq_linux.go", "inlining call to cq.(*RingLock).TryLock"},
 		{"cq/cq.go", "can inline (*RingLock).Unlock"},
 		{"provider/rxe/cq_linux.go", "inlining call to cq.(*RingLock).Unlock"},
 		{"provider/rxe/cq_linux.go", "inlining call to mutex.(*Mutex).Unlock"},

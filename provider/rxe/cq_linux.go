@@ -92,32 +92,58 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// kept on the stack for it. (A value live across a call is spilled
 	// before it, on every path the call is reachable from: taking the
 	// lock, a batch and the fix-up here cost nine stores and their
-	// loads, and TCG charges for every memory access.) Anything else, and any surprise
-	// (the CQ broken or closed, the ring replaced, gone or found empty), goes to
-	// pollLocked, which starts over.
+	// loads, and TCG charges for every memory access.) Anything else, and
+	// any surprise (the lock taken, the ring replaced, gone or found
+	// empty), goes to pollLocked, which starts over.
 	//
 	// Under the lock the ring is still r unless a Resize replaced it or
 	// Close released it (both under the lock), so the look's pointers
-	// serve. Both indices are read again: another Poll may have taken
+	// serve. The error word is not read again: Close also releases the
+	// ring, which the comparison sees, and an overrun that Fail records
+	// after the look may let this one completion out first (RingLock's
+	// step 3). Both indices are read again: another Poll may have taken
 	// completions since the look, even the ring's size of them, which
 	// would bring the consumer index back to where the look saw it with
 	// the look's producer index stale (the indices wrap at the ring's
 	// size).
-	if len(wcs) == 1 && l.TryLock() {
-		if q.ring == r && l.Err() == nil {
-			mask := r.mask
-			if first := cons.Load() & mask; first != prod.Load()&mask { // acquire
-				k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)*r.step))
-				if copyWC(&wcs[0], k) != 0 {
-					fixWC(&wcs[0], k)
-				}
-				release.Store32(cons, (first+1)&mask) // the kernel may reuse the slot
-				l.Unlock()
-				return 1, nil
-			}
-		}
-		l.Unlock()
+	//
+	// l.Single is tested before TryLock: the inlined TryLock's own test of
+	// it then folds away, and the CAS's outcome is branched on at once.
+	// (Written len(wcs) == 1 && l.TryLock(), the outcome became a boolean,
+	// true on the single-threaded path, tested again after the join.) With
+	// that, the error word left alone and no bounds check (wcs has one
+	// element), a call costs 11 instructions fewer.
+	if len(wcs) != 1 {
+		return q.pollLocked(wcs, l)
 	}
+	if !l.Single() && !l.TryLock() {
+		return q.pollLocked(wcs, l)
+	}
+	if q.ring == r {
+		mask := r.mask
+		if first := cons.Load() & mask; first != prod.Load()&mask { // acquire
+			k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)*r.step))
+			w := unsafe.SliceData(wcs)
+			if copyWC(w, k) != 0 {
+				fixWC(w, k)
+			}
+			release.Store32(cons, (first+1)&mask) // the kernel may reuse the slot
+			l.Unlock()
+			return 1, nil
+		}
+	}
+	return q.unlockPoll(wcs, l)
+}
+
+// unlockPoll gives the lock back and polls by pollLocked, for PollRing's
+// fast path when the ring it took the lock for turned out empty or
+// replaced. Out of line, so that nothing in PollRing outlives a call
+// but fixWC's: Unlock may call to wake a waiter, and wcs, live after
+// it, would be spilled on entry, for every Poll.
+//
+//go:noinline
+func (q *CQ) unlockPoll(wcs []cq.WC, l *cq.RingLock) (int, error) {
+	l.Unlock()
 	return q.pollLocked(wcs, l)
 }
 
