@@ -176,20 +176,21 @@ func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// until the consumer index moves. One CQE is copied here; more by
 	// copyRing, a leaf where the loop's state has the registers to itself
 	// (here, the values live across the loop would be reloaded from the
-	// stack in every iteration).
-	w := ringWalk{base: base, step: r.step}
-	w.wrap = (uintptr(mask)+1)*w.step - 1
-	off := uintptr(first) * w.step
-	var fix uint32
+	// stack in every iteration). Across that call only n is kept: what the
+	// rest needs is read again from q, not kept on the stack (a store and
+	// a load each); under the lock the ring and its consumer index stay
+	// as they are.
 	if n == 1 {
-		fix = copyWC(&wcs[0], (*uapi.IBUverbsWC)(unsafe.Add(base, off)))
-	} else {
-		fix = copyRing(wcs[:n], off, w)
+		d, k := unsafe.SliceData(wcs), (*uapi.IBUverbsWC)(unsafe.Add(base, uintptr(first)*r.step))
+		if copyWC(d, k) != 0 {
+			fixWC(d, k)
+		}
+	} else if copyRing(unsafe.Pointer(unsafe.SliceData(wcs)), n, r.walk(first)) != 0 {
+		r = q.ring
+		fixRing(wcs[:n], r.walk(r.cons.Load()&r.mask))
 	}
-	if fix != 0 {
-		fixRing(wcs[:n], off, w)
-	}
-	release.Store32(r.cons, (first+uint32(n))&mask) // the kernel may reuse the slots
+	r = q.ring
+	release.Store32(r.cons, (r.cons.Load()+uint32(n))&r.mask) // the kernel may reuse the slots
 	l.Unlock()
 	return n, nil
 }
@@ -199,26 +200,33 @@ func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
 // branch at the ring's end and no shift by a variable count.
 type ringWalk struct {
 	base       unsafe.Pointer // slot 0
+	off        uintptr        // where the walk is: a byte offset from base
 	step, wrap uintptr        // the slot size; the ring's size in bytes, less one
 }
 
-// copyRing copies len(wcs) completions, at least one (pollLocked calls
-// it for two or more), from the ring slots starting at byte offset off
-// and returns their statuses and flags ORed (copyWC).
+// walk returns a walk of r's slots from slot i, masked.
+func (r *queue) walk(i uint32) ringWalk {
+	return ringWalk{base: r.data, off: uintptr(i) * r.step, step: r.step, wrap: (uintptr(r.mask)+1)*r.step - 1}
+}
+
+// copyRing copies n completions, at least one (pollLocked calls it for
+// two or more), from the ring slots w walks to d, n cq.WCs, and returns
+// their statuses and flags ORed (copyWC).
 //
-// It walks wcs with a pointer and counts down, not by index: under an
+// It walks d with a pointer and counts down, not by index: under an
 // instruction count (test/vm -qemuicount) that is two instructions a
 // CQE fewer than &wcs[i]'s multiply and the count's compare. The
 // pointer moves on only while a completion is left for it, never past
-// the end of wcs.
-func copyRing(wcs []cq.WC, off uintptr, w ringWalk) (fix uint32) {
-	d := unsafe.Pointer(unsafe.SliceData(wcs))
-	for n := len(wcs); ; {
-		fix |= copyWC((*cq.WC)(d), (*uapi.IBUverbsWC)(unsafe.Add(w.base, off)))
+// the end. It takes a pointer and a count, not a slice: a slice's
+// pointer argument is stored to the stack on entry, for nothing (Go
+// issue 71868).
+func copyRing(d unsafe.Pointer, n int, w ringWalk) (fix uint32) {
+	for {
+		fix |= copyWC((*cq.WC)(d), (*uapi.IBUverbsWC)(unsafe.Add(w.base, w.off)))
 		if n--; n == 0 {
 			return fix
 		}
-		off = (off + w.step) & w.wrap
+		w.off = (w.off + w.step) & w.wrap
 		d = unsafe.Add(d, unsafe.Sizeof(cq.WC{}))
 	}
 }
@@ -227,12 +235,12 @@ func copyRing(wcs []cq.WC, off uintptr, w ringWalk) (fix uint32) {
 // slots that need it.
 //
 //go:noinline
-func fixRing(wcs []cq.WC, off uintptr, w ringWalk) {
+func fixRing(wcs []cq.WC, w ringWalk) {
 	for i := range wcs {
-		if k := (*uapi.IBUverbsWC)(unsafe.Add(w.base, off)); k.Status|k.WCFlags != 0 {
+		if k := (*uapi.IBUverbsWC)(unsafe.Add(w.base, w.off)); k.Status|k.WCFlags != 0 {
 			fixWC(&wcs[i], k)
 		}
-		off = (off + w.step) & w.wrap
+		w.off = (w.off + w.step) & w.wrap
 	}
 }
 
