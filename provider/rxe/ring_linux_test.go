@@ -81,6 +81,41 @@ func TestPollRing(t *testing.T) {
 	}
 }
 
+// PollRing's one-completion fast path takes the lock after its look, and
+// then takes nothing from the ring it looked at if that is no longer the
+// CQ's: here the look's ring (live) is left in place while the CQ's ring
+// has moved on, as when a Resize or Close ran between the look and the
+// lock. A Resize's new ring is polled instead; after a Close, nothing.
+func TestPollRingRingChanged(t *testing.T) {
+	q, _ := mappedCQ(t, 16)
+	defer q.Release()
+	old := q.ring
+	produce(q, 1, 2)
+	next, _ := mappedCQ(t, 16)
+	defer next.Release()
+	produce(next, 100, 1)
+	var l cq.RingLock
+	wcs := make([]cq.WC, 1)
+
+	q.ring = next.ring // resized: live still names the old ring
+	if n, err := q.PollRing(wcs, &l); n != 1 || err != nil || wcs[0].WRID != 100 {
+		t.Fatalf("after a Resize: PollRing = %d, %v, WRID %d; want 1 completion from the new ring (WRID 100)", n, err, wcs[0].WRID)
+	}
+	q.ring = nil // closed: live still names the old ring
+	if n, err := q.PollRing(wcs, &l); n != 0 || err != nil {
+		t.Fatalf("after a Close: PollRing = %d, %v; want 0", n, err)
+	}
+	if c := old.cons.Load(); c != 0 {
+		t.Errorf("the old ring's consumer index moved to %d", c)
+	}
+	q.ring = old
+	if l.TryLock() {
+		l.Unlock()
+	} else {
+		t.Error("PollRing left the lock held")
+	}
+}
+
 // A ring given back while a lock-free PollRing may read it is replaced by
 // a placeholder that reads as an empty ring, and unmapped only once the
 // ring is unreachable.
