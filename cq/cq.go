@@ -43,7 +43,10 @@ type Ring interface {
 // RingLock is the CQ's side of a Ring's poll: the CQ's lock and its error
 // word. A Ring's PollRing, in this order:
 //
-//  1. returns *l.Err() if it is not nil: the CQ is closed or broken;
+//  1. returns *l.Err() if it is not nil: the CQ is closed or broken
+//     (a Ring whose look finds no ring once its CQ is closed or broken,
+//     which Close and the backend that calls Fail see to, may read the
+//     error word only then);
 //  2. returns 0 if the ring is empty, reading it without the lock: the
 //     ring may be given back (Close, Resize) at the same time, so the
 //     provider keeps a ring it gave back readable, reading as empty,

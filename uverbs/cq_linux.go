@@ -92,13 +92,22 @@ func (b *cqBackend) Ring(l *cq.RingLock) cq.Ring {
 	return r
 }
 
-// fail marks the CQ broken.
+// fail marks the CQ broken. A provider ring that can break (rxe's) is
+// broken after the RingLock has the error: its look, which then finds no
+// ring, returns the error it finds there (cq.RingLock, step 1).
 func (b *cqBackend) fail(err error) {
 	b.broken.CompareAndSwap(nil, &err)
 	if l := b.ring.Load(); l != nil {
 		l.Fail(err)
 	}
+	if r, ok := b.CQ.(ringBreaker); ok {
+		r.Break()
+	}
 }
+
+// ringBreaker is a provider CQ whose PollRing reads the RingLock's error
+// only when its look finds no ring: Break takes the ring from the look.
+type ringBreaker interface{ Break() }
 
 func (b *cqBackend) Resize(n int) (int, error) {
 	if err := b.ctx.use("resize cq"); err != nil {

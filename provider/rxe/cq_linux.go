@@ -73,16 +73,20 @@ func (q *CQ) Size() int { return q.size }
 // rdma-core's queue_empty does: an index the kernel (or a stray store)
 // left out of range cannot make it hand back more than the ring holds.
 func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
-	if e := l.Err(); e != nil {
-		return 0, *e
+	// The error word is read only when the look finds no ring: Close
+	// releases the ring (Release) before it stores ErrClosed, and the
+	// uverbs layer breaks it (Break) after Fail stores an overrun, so a
+	// look that finds a ring is ordered before both.
+	r := q.live.Load()
+	if r == nil {
+		if e := l.Err(); e != nil {
+			return 0, *e
+		}
+		return 0, nil
 	}
 	// Equal indices mean an empty ring. The look compares them as they
 	// are, without masking: indices out of range (which the locked path
 	// masks) only ever send it to that path, which then finds nothing.
-	r := q.live.Load()
-	if r == nil {
-		return 0, nil
-	}
 	cons, prod := r.cons, r.prod
 	if cons.Load() == prod.Load() {
 		return 0, nil
@@ -396,10 +400,16 @@ func (q *CQ) Resize(n int) (int, error) {
 	}
 	old := q.ring
 	q.ring, q.size = ring, int(cqe)
-	q.live.Store(ring)
+	q.live.CompareAndSwap(old, ring) // not if broken (Break): that stays
 	retire(old)
 	return q.size, nil
 }
+
+// Break takes the ring from PollRing's look, for a CQ the kernel reported
+// broken (an overrun), once the cq.RingLock holds the error: PollRing
+// then returns that error. The ring stays mapped, for Destroy; a Resize
+// leaves the look without a ring.
+func (q *CQ) Break() { q.live.Store(nil) }
 
 // EventRead does nothing: rxe has no arm sequence number.
 func (q *CQ) EventRead() {}

@@ -74,10 +74,20 @@ func TestPollRing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { q.PollRing(wcs, &l) }); n != 0 {
 		t.Errorf("PollRing allocates %v times", n)
 	}
+	// A broken CQ, as the uverbs layer breaks it: Fail, then Break. Its
+	// PollRing returns the error whether the ring is empty or not, for
+	// one completion or more (test/conformance's TestOverrunReportsCQErr
+	// does the same on the kernel's ring, and across a Resize).
 	broken := errors.New("overrun")
 	l.Fail(broken)
-	if _, err := q.PollRing(wcs, &l); err != broken {
-		t.Errorf("PollRing of a failed CQ: %v", err)
+	q.Break()
+	for _, k := range []int{0, 1, 4} {
+		produce(q, 200, k)
+		for _, w := range [][]cq.WC{wcs[:1], wcs} {
+			if n, err := q.PollRing(w, &l); n != 0 || err != broken {
+				t.Errorf("PollRing(%d) of a failed CQ holding %d more: %d, %v", len(w), k, n, err)
+			}
+		}
 	}
 }
 

@@ -86,9 +86,21 @@ func TestOverrunReportsCQErr(t *testing.T) {
 			break
 		}
 	}
-	_, err := small.Poll(make([]cq.WC, 4))
-	if !errors.Is(err, uverbs.ErrCQOverrun) || !errors.Is(err, unix.EOVERFLOW) {
-		t.Errorf("Poll after the overrun: %v, want ErrCQOverrun", err)
+	// Poll fails for one completion (rxe's fast path) and for a batch,
+	// and still after a Resize, which maps the CQ a new ring.
+	var err error
+	for _, when := range []string{"", " and a Resize"} {
+		if when != "" {
+			if err := small.Resize(64); err != nil {
+				t.Logf("Resize after the overrun: %v", err)
+			}
+		}
+		for _, n := range []int{1, 4} {
+			_, err = small.Poll(make([]cq.WC, n))
+			if !errors.Is(err, uverbs.ErrCQOverrun) || !errors.Is(err, unix.EOVERFLOW) {
+				t.Errorf("Poll(%d) after the overrun%s: %v, want ErrCQOverrun", n, when, err)
+			}
+		}
 	}
 	if err := small.ReqNotify(false); !errors.Is(err, uverbs.ErrCQOverrun) {
 		t.Errorf("ReqNotify after the overrun: %v, want ErrCQOverrun", err)
