@@ -77,8 +77,13 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// releases the ring (Release) before it stores ErrClosed, and the
 	// uverbs layer breaks it (Break) after Fail stores an overrun, so a
 	// look that finds a ring is ordered before both.
-	r := q.live.Load()
-	if r == nil {
+	//
+	// Each atomic Load is on the line of the test of its value: the
+	// compiler marks where it inlined a call with a no-op unless an
+	// instruction of the caller's stands on the call's line (three
+	// instructions a poll, counted).
+	var r *queue
+	if r = q.live.Load(); r == nil {
 		if e := l.Err(); e != nil {
 			return 0, *e
 		}
@@ -88,7 +93,8 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// are, without masking: indices out of range (which the locked path
 	// masks) only ever send it to that path, which then finds nothing.
 	cons, prod := r.cons, r.prod
-	if cons.Load() == prod.Load() {
+	var c, p uint32
+	if c, p = cons.Load(), prod.Load(); c == p { // p: acquire
 		return 0, nil
 	}
 	// One completion wanted, and the lock free: the commonest call, taken
@@ -111,32 +117,44 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// the look's producer index stale (the indices wrap at the ring's
 	// size).
 	//
-	// l.Single is tested before TryLock: the inlined TryLock's own test of
-	// it then folds away, and the CAS's outcome is branched on at once.
-	// (Written len(wcs) == 1 && l.TryLock(), the outcome became a boolean,
-	// true on the single-threaded path, tested again after the join.) With
-	// that, the error word left alone and no bounds check (wcs has one
+	// A single-threaded CQ is served on a branch of its own, tested
+	// first; on the other, the inlined TryLock's own test of l.single
+	// folds away and the CAS's outcome is branched on at once. (Written
+	// len(wcs) == 1 && l.TryLock(), the outcome became a boolean, true on
+	// the single-threaded path, tested again after the join.) With that,
+	// the error word left alone and no bounds check (wcs has one
 	// element), a call costs 11 instructions fewer.
 	if len(wcs) != 1 {
 		return q.pollLocked(wcs, l)
 	}
-	if !l.Single() && !l.TryLock() {
-		return q.pollLocked(wcs, l)
-	}
-	if q.ring == r {
-		mask := r.mask
-		if first := cons.Load() & mask; first != prod.Load()&mask { // acquire
-			k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)*r.step))
-			w := unsafe.SliceData(wcs)
-			if copyWC(w, k) != 0 {
-				fixWC(w, k)
-			}
-			release.Store32(cons, (first+1)&mask) // the kernel may reuse the slot
-			l.Unlock()
-			return 1, nil
+	mask := r.mask
+	var first uint32
+	if l.Single() {
+		// A single-threaded CQ: no other Poll, and no Resize or Close,
+		// runs at the same time (cq.WithSingleThreaded), so the look's
+		// ring and indices stand: no lock, nothing read again.
+		if first = c & mask; first == p&mask {
+			return 0, nil // out of range, equal once masked: what pollLocked finds
+		}
+	} else {
+		if !l.TryLock() {
+			return q.pollLocked(wcs, l)
+		}
+		if q.ring != r {
+			return q.unlockPoll(wcs, l)
+		}
+		if first = cons.Load() & mask; first == prod.Load()&mask { // acquire
+			return q.unlockPoll(wcs, l)
 		}
 	}
-	return q.unlockPoll(wcs, l)
+	k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)*r.step))
+	w := unsafe.SliceData(wcs)
+	if copyWC(w, k) != 0 {
+		fixWC(w, k)
+	}
+	release.Store32(cons, (first+1)&mask) // the kernel may reuse the slot
+	l.Unlock()
+	return 1, nil
 }
 
 // unlockPoll gives the lock back and polls by pollLocked, for PollRing's
