@@ -62,13 +62,13 @@ func (q *CQ) Size() int { return q.size }
 // ring costs two loads of its indices, no lock and no system call; a
 // released ring reads as empty.
 //
-// It consumes in the same call, not through a second Poll that would
-// load the ring's fields again: under QEMU's TCG, where the targets are
-// measured, a call and its return cost about as much as a CQE's copy. A
-// call for one CQE is served here; the rest by pollLocked, whose batches
-// copyRing copies, one call for all of them. Either way:
-// acquire-load the producer index, copy each slot, release-store the
-// consumer index once. It never passes the producer and never takes a
+// It consumes in the same call, not through a second function that
+// would load the ring's fields again and make a frame of its own: under
+// QEMU's TCG, where the targets are measured, a call and its return cost
+// about as much as a CQE's copy. One CQE is copied here; a batch by
+// copyRing, one call for all of them; pollLocked serves a CQ whose lock
+// is taken, and every surprise. Either way: acquire-load the producer
+// index, copy each slot, release-store the consumer index once. It never passes the producer and never takes a
 // CQE without a slot for it. Both indices are masked as they are read, as
 // rdma-core's queue_empty does: an index the kernel (or a stray store)
 // left out of range cannot make it hand back more than the ring holds.
@@ -97,14 +97,15 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	if c, p = cons.Load(), prod.Load(); c == p { // p: acquire
 		return 0, nil
 	}
-	// One completion wanted, and the lock free: the commonest call, taken
-	// here on a path that returns from no call but fixWC's, so nothing is
-	// kept on the stack for it. (A value live across a call is spilled
-	// before it, on every path the call is reachable from: taking the
-	// lock, a batch and the fix-up here cost nine stores and their
-	// loads, and TCG charges for every memory access.) Anything else, and
-	// any surprise (the lock taken, the ring replaced, gone or found
-	// empty), goes to pollLocked, which starts over.
+	// The lock free: the commonest call, taken here. One completion is
+	// copied on a path that returns from no call (the rare fix-up goes to
+	// fixOne, the rest of a poll that finds the lock taken or the ring
+	// replaced to pollLocked), so nothing is kept on the stack for it. (A
+	// value live across a call is spilled before it, on every path the
+	// call is reachable from, and TCG charges for every memory access.)
+	// A batch keeps three values across copyRing and reads the rest again
+	// from q. Any surprise (the lock taken, the ring replaced, gone or
+	// found empty) goes to pollLocked, which starts over.
 	//
 	// Under the lock the ring is still r unless a Resize replaced it or
 	// Close released it (both under the lock), so the look's pointers
@@ -124,18 +125,13 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	// the single-threaded path, tested again after the join.) With that,
 	// the error word left alone and no bounds check (wcs has one
 	// element), a call costs 11 instructions fewer.
-	if len(wcs) != 1 {
-		return q.pollLocked(wcs, l)
-	}
 	mask := r.mask
-	var first uint32
+	var first, last uint32 // the consumer index and the producer's, masked
 	if l.Single() {
 		// A single-threaded CQ: no other Poll, and no Resize or Close,
 		// runs at the same time (cq.WithSingleThreaded), so the look's
 		// ring and indices stand: no lock, nothing read again.
-		if first = c & mask; first == p&mask {
-			return 0, nil // out of range, equal once masked: what pollLocked finds
-		}
+		first, last = c&mask, p&mask
 	} else {
 		if !l.TryLock() {
 			return q.pollLocked(wcs, l)
@@ -143,16 +139,44 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 		if q.ring != r {
 			return q.unlockPoll(wcs, l)
 		}
-		if first = cons.Load() & mask; first == prod.Load()&mask { // acquire
-			return q.unlockPoll(wcs, l)
+		first, last = cons.Load()&mask, prod.Load()&mask // acquire
+	}
+	if first == last {
+		return q.unlockPoll(wcs, l) // out of range, or taken since the look
+	}
+	if len(wcs) == 1 {
+		k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)*r.step))
+		w := unsafe.SliceData(wcs)
+		if copyWC(w, k) != 0 {
+			return fixOne(w, k, cons, (first+1)&mask, l)
 		}
+		release.Store32(cons, (first+1)&mask) // the kernel may reuse the slot
+		l.Unlock()
+		return 1, nil
 	}
-	k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(first)*r.step))
-	w := unsafe.SliceData(wcs)
-	if copyWC(w, k) != 0 {
-		fixWC(w, k)
+	if len(wcs) == 0 {
+		return q.unlockPoll(wcs, l) // which finds nothing to do
 	}
-	release.Store32(cons, (first+1)&mask) // the kernel may reuse the slot
+	n := min(int((last-first)&mask), len(wcs))
+	if copyRing(unsafe.Pointer(unsafe.SliceData(wcs)), n, r.walk(first)) != 0 {
+		r = q.ring
+		fixRing(wcs[:n], r.walk(r.cons.Load()&r.mask))
+	}
+	r = q.ring
+	release.Store32(r.cons, (r.cons.Load()+uint32(n))&r.mask) // the kernel may reuse the slots
+	l.Unlock()
+	return n, nil
+}
+
+// fixOne finishes PollRing's one-completion path for a completion that
+// needs fixWC: it fixes w up from its slot k, gives the slot back (next in
+// the consumer index cons) and the lock. Out of line, so that PollRing
+// keeps nothing for after a call.
+//
+//go:noinline
+func fixOne(w *cq.WC, k *uapi.IBUverbsWC, cons *atomic.Uint32, next uint32, l *cq.RingLock) (int, error) {
+	fixWC(w, k)
+	release.Store32(cons, next) // the kernel may reuse the slot
 	l.Unlock()
 	return 1, nil
 }
