@@ -68,8 +68,8 @@ func (q *CQ) Size() int { return q.size }
 // about as much as a CQE's copy. One CQE is copied here; a batch by
 // copyRing, one call for all of them; pollLocked serves a CQ whose lock
 // is taken, and every surprise. Either way: acquire-load the producer
-// index, copy each slot, release-store the consumer index once. It never passes the producer and never takes a
-// CQE without a slot for it. Both indices are masked as they are read, as
+// index, copy each slot, release-store the consumer index once. It
+// never passes the producer and never takes a CQE without a slot for it. Both indices are masked as they are read, as
 // rdma-core's queue_empty does: an index the kernel (or a stray store)
 // left out of range cannot make it hand back more than the ring holds.
 func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
@@ -181,11 +181,11 @@ func fixOne(w *cq.WC, k *uapi.IBUverbsWC, cons *atomic.Uint32, next uint32, l *c
 	return 1, nil
 }
 
-// unlockPoll gives the lock back and polls by pollLocked, for PollRing's
-// fast path when the ring it took the lock for turned out empty or
-// replaced. Out of line, so that nothing in PollRing outlives a call
-// but fixWC's: Unlock may call to wake a waiter, and wcs, live after
-// it, would be spilled on entry, for every Poll.
+// unlockPoll gives the lock back and polls by pollLocked, for PollRing
+// when the ring it took the lock for turned out empty or replaced (or
+// wcs empty). Out of line, so that nothing in PollRing outlives a call:
+// Unlock may call to wake a waiter, and wcs, live after it, would be
+// stored on the stack on every Poll.
 //
 //go:noinline
 func (q *CQ) unlockPoll(wcs []cq.WC, l *cq.RingLock) (int, error) {
@@ -255,8 +255,8 @@ func (r *queue) walk(i uint32) ringWalk {
 	return ringWalk{base: r.data, off: uintptr(i) * r.step, step: r.step, wrap: (uintptr(r.mask)+1)*r.step - 1}
 }
 
-// copyRing copies n completions, at least one (pollLocked calls it for
-// two or more), from the ring slots w walks to d, n cq.WCs, and returns
+// copyRing copies n completions, at least one (PollRing and pollLocked
+// call it for two or more), from the ring slots w walks to d, n cq.WCs, and returns
 // their statuses and flags ORed (copyWC).
 //
 // It walks d with a pointer and counts down, not by index: under an
