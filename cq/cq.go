@@ -58,7 +58,10 @@ type Ring interface {
 // (its ring is still the one it looked at: Close releases it under the
 // lock) may leave the error word unread: an overrun that Fail records
 // between steps 1 and 3 then lets this one Poll out first, ordered before
-// the Fail, as it would have been had it run a moment earlier.
+// the Fail, as it would have been had it run a moment earlier. On a
+// single-threaded CQ (Single) no other Poll, and no Close or Resize, runs
+// beside it, so step 3 may consume what the look found without the lock
+// or a second read.
 //
 // So two Polls never take the same completion, and a Poll never reads a
 // ring that Close or Resize (which hold the lock) has unmapped.
