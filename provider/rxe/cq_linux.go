@@ -193,7 +193,11 @@ func (q *CQ) unlockPoll(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	return q.pollLocked(wcs, l)
 }
 
-// pollLocked is PollRing's general path, from taking the lock on.
+// pollLocked is PollRing's general path, from taking the lock on: for a
+// CQ whose lock PollRing found taken, and every surprise. Its last lines
+// repeat PollRing's on purpose: shared through a function, they would
+// cost PollRing's batches a frame and the spills around a call, which
+// is what taking batches in PollRing saved.
 //
 //go:noinline
 func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
