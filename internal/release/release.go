@@ -1,7 +1,8 @@
 // Package release publishes a ring index with release ordering, as cheaply
 // as each architecture allows: the store that hands a slot over to the
-// other side of a ring shared with the kernel (rxe's consumer and producer
-// indices), after the loads and stores of the slot itself.
+// other side of a ring shared with the kernel or a device (rxe's consumer
+// and producer indices; mlx5's doorbell records and the queue tails its
+// poll frees), after the loads and stores of the slot itself.
 //
 // sync/atomic has no release store: its Store is sequentially consistent,
 // which on amd64 is an XCHG, a locked instruction (about 10 ns under

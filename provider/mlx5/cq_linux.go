@@ -13,6 +13,7 @@ import (
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/release"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -319,12 +320,16 @@ func (l *qpLookup) find(key uint32) *QP {
 // flush publishes the queue slots the run of CQEs of l.last freed.
 func (l *qpLookup) flush() {
 	if qp := l.last; qp != nil {
+		// Release stores: only the QP's send CQ's Poll stores sq.tail, and
+		// only its receive CQ's rq.tail, each under its CQ's lock (Reset
+		// runs with the QP's completions cleaned out). The post that loads
+		// a tail reuses the slots it frees, whose wr_ids were read above.
 		if l.sqSet {
-			qp.sq.tail.Store(l.sqTail)
+			release.Store32(&qp.sq.tail, l.sqTail)
 			l.sqSet = false
 		}
 		if l.rqDone != 0 {
-			qp.rq.tail.Add(l.rqDone)
+			release.Store32(&qp.rq.tail, qp.rq.tail.Load()+l.rqDone)
 			l.rqDone = 0
 		}
 	}
@@ -332,7 +337,7 @@ func (l *qpLookup) flush() {
 
 // setCI tells the device how far the ring has been read, and PollRing.
 func (q *CQ) setCI() {
-	q.cur.ci.Store(q.ci)
+	release.Store32(&q.cur.ci, q.ci) // only the locked side stores it
 	storeBE32(unsafe.Add(q.db, dbrecSetCI), q.ci&0xffffff)
 }
 
@@ -565,10 +570,16 @@ func retire(r *cqRing) {
 	runtime.AddCleanup(r, func(mem []byte) { unix.Munmap(mem) }, []byte(mem))
 }
 
-// storeBE32 stores v big-endian at p with one atomic store: doorbell
-// records are ordinary memory the device reads.
+// storeBE32 stores v big-endian at p with one release store (package
+// release): doorbell records are ordinary memory the device reads, and
+// each is written by one side only (the CQ's consumer index under its
+// lock; a queue's counter by its posts, which the caller serialises).
+// On x86 that is a plain MOV, as rdma-core's store after
+// udma_to_device_barrier (a compiler barrier there) compiles to;
+// sync/atomic's Store would be an XCHG, a locked instruction each poll
+// and post. Elsewhere it is sync/atomic's Store (STLR on arm64).
 func storeBE32(p unsafe.Pointer, v uint32) {
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], v)
-	atomic.StoreUint32((*uint32)(p), binary.NativeEndian.Uint32(b[:]))
+	release.Store32((*atomic.Uint32)(p), binary.NativeEndian.Uint32(b[:]))
 }

@@ -11,4 +11,6 @@ package mlx5
 //
 // sync/atomic is not used for the UAR: on amd64 its 64-bit store is an
 // XCHG, a locked operation on uncached device memory. The doorbell
-// records live in ordinary memory, where sync/atomic is right.
+// records live in ordinary memory and are stored with package release's
+// release store (storeBE32): a plain MOV on x86, as rdma-core's, and
+// sync/atomic's Store elsewhere.
