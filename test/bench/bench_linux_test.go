@@ -244,6 +244,36 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 	}
 }
 
+// A latency tool's step on one side: post one signaled write (one
+// doorbell) and poll, busy, until its completion, as goverbs perf and
+// perftest's latency tests do for every message they send. Under
+// -qemuicount the C and Go figures count what each side executes per
+// message, the kernel's work included, which a latency pair's timing
+// cannot show.
+func BenchmarkPostPoll(b *testing.B) {
+	e := setup(b)
+	wr := e.write(1)
+	wcs := make([]cq.WC, 1)
+	b.ReportAllocs()
+	if dg := startDiag(); dg != nil {
+		b.Cleanup(func() { dg.report(b) })
+	}
+	polls, posts := 0, 0
+	for b.Loop() {
+		if _, err := e.a.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		posts++
+		for n := 0; n == 0; polls++ {
+			var err error
+			if n, err = e.scq.Poll(wcs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(polls)/float64(posts), "polls/op")
+}
+
 // PostSend per work request, in batches of 32 (one doorbell each): ns/WR
 // is timed around PostSend alone; reaping the completions is not in it.
 func BenchmarkPostSend(b *testing.B) {

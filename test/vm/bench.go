@@ -32,17 +32,24 @@ import (
 var noCheckptr bool
 
 var (
-	flagBenchRounds = flag.Int("benchrounds", 2, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
-	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best; 0 runs none of them and writes no tables")
-	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
-	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
-	flagBenchNoSig  = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
-	flagBenchPairs  = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
-	flagBenchKProf  = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
+	flagBenchRounds      = flag.Int("benchrounds", 2, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
+	flagBenchMicro       = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best; 0 runs none of them and writes no tables")
+	flagBenchTools       = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
+	flagBenchProf        = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
+	flagBenchNoSig       = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
+	flagBenchPairs       = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
+	flagBenchMicroKProf  = flag.String("benchmicrokprof", "", "bench mode: for the Go benchmarks matching this `regexp` (as -test.bench, without Benchmark), one more run of them and of their C twins (outside the tables) with the guest sampled on every CPU, kernel and user: the console shows each process's share and the kernel functions; under -qemuicount, a share of the instructions executed")
+	flagBenchMicroKProfX = flag.String("benchmicrokprofx", "", "bench mode, with -benchmicrokprof: run its profiles at these fixed `counts` of iterations (comma-separated), the Go benchmark with -test.benchtime=Nx and cbench with the count as its third argument; two counts' difference is the loop's share without the start-up's")
+	flagBenchKProf       = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
 )
 
 // kprofHz is the sampling rate of -benchkprof's kernel profiles, per CPU.
 const kprofHz = 1000
+
+// microKProfHz is the sampling rate of -benchmicrokprof's profiles, per
+// CPU: a prime, so that the period (in ns, or instructions under
+// -qemuicount) does not keep step with a benchmark's loop.
+const microKProfHz = 49993
 
 // kprofLength is how many times longer than the tables' runs the
 // -benchkprof runs are, for enough samples of the measured loop against
@@ -164,6 +171,51 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 	}
 	if cbench && *flagBenchMicro > 0 {
 		steps = append(steps, c(*flagBenchMicro))
+	}
+	if re := *flagBenchMicroKProf; re != "" && len(tests) > 0 {
+		// One pair of runs per length: with -benchmicrokprofx, each a
+		// fixed count of iterations, so that the difference of two
+		// lengths' samples is the loop's alone, without the start-up.
+		lengths := []string{""}
+		if *flagBenchMicroKProfX != "" {
+			lengths = strings.Split(*flagBenchMicroKProfX, ",")
+		}
+		for _, n := range lengths {
+			t := tests[0]
+			t.Name = "kprof gobench" + strings.TrimSuffix(" x"+n, " x")
+			t.Argv = nil
+			for _, a := range tests[0].Argv {
+				switch {
+				case strings.HasPrefix(a, "-test.bench="):
+					a = "-test.bench=^Benchmark(" + re + ")$"
+				case strings.HasPrefix(a, "-test.benchtime=") && n != "":
+					a = "-test.benchtime=" + n + "x"
+				case strings.HasPrefix(a, "-test.cpuprofile="):
+					continue
+				}
+				t.Argv = append(t.Argv, a)
+			}
+			t.KProfileHz = microKProfHz
+			if *flagBenchProf != "" {
+				t.KProfileOut = "/tmp/kprof-gobench" + n + ".folded"
+				profiles = append(profiles, t.KProfileOut)
+			}
+			steps = append(steps, t)
+			if cbench {
+				s := c(*flagBenchMicro + 1)
+				s.Name = "kprof cbench" + strings.TrimSuffix(" x"+n, " x")
+				s.Argv = append(s.Argv, re)
+				if n != "" {
+					s.Argv = append(s.Argv, n)
+				}
+				s.KProfileHz = microKProfHz
+				if *flagBenchProf != "" {
+					s.KProfileOut = "/tmp/kprof-cbench" + n + ".folded"
+					profiles = append(profiles, s.KProfileOut)
+				}
+				steps = append(steps, s)
+			}
+		}
 	}
 	port := 20000
 	if *flagBenchKProf != "" {
@@ -379,13 +431,14 @@ var microUnit = map[string]string{
 	"PollDrainSingle/batch=64": "ns/CQE",
 	"ReqNotify":                "ns/op",
 	"EventRoundTrip":           "ns/op",
+	"PostPoll":                 "ns/op",
 	"PostSend":                 "ns/WR",
 	"PostRecv":                 "ns/WR",
 }
 
 var microOrder = []string{"PollEmpty", "PollDrain/batch=1", "PollDrain/batch=16", "PollDrain/batch=64",
 	"PollDrainSingle/batch=1", "PollDrainSingle/batch=16", "PollDrainSingle/batch=64",
-	"ReqNotify", "EventRoundTrip", "PostSend", "PostRecv",
+	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv",
 	"PollDrain/batch=1" + noSignalSuffix, "PollDrain/batch=16" + noSignalSuffix, "PollDrain/batch=64" + noSignalSuffix,
 	"PollDrainSingle/batch=1" + noSignalSuffix, "PollDrainSingle/batch=16" + noSignalSuffix, "PollDrainSingle/batch=64" + noSignalSuffix}
 
@@ -400,6 +453,7 @@ var microLabel = map[string]string{
 	"PollDrainSingle/batch=64": "poll per CQE, batch 64, single-threaded CQ (C: the same)",
 	"ReqNotify":                "ReqNotify (REQ_NOTIFY_CQ write command)",
 	"EventRoundTrip":           "event round trip: arm, post, wake, ack, poll",
+	"PostPoll":                 "a latency tool's step: post one write, poll its completion",
 	"PostSend":                 "PostSend per WR (batches of 32, one doorbell)",
 	"PostRecv":                 "PostRecv per WR",
 

@@ -79,7 +79,7 @@ func main() {
 		os.Exit(2)
 	}
 	benchTimeout(mode)
-	for name, re := range map[string]string{"benchkprof": *flagBenchKProf, "benchpairs": *flagBenchPairs} {
+	for name, re := range map[string]string{"benchkprof": *flagBenchKProf, "benchpairs": *flagBenchPairs, "benchmicrokprof": *flagBenchMicroKProf} {
 		if _, err := regexp.Compile(re); err != nil {
 			logf("-%s: %v", name, err)
 			os.Exit(2)

@@ -192,7 +192,7 @@ func ratioPanel(d *svgDoc, r *benchResult, x, y, w, h float64) {
 	labels := map[string]string{
 		"PollEmpty": "empty poll", "PollDrain/batch=1": "poll/CQE, batch 1", "PollDrain/batch=16": "poll/CQE, batch 16",
 		"PollDrain/batch=64": "poll/CQE, batch 64", "ReqNotify": "ReqNotify", "EventRoundTrip": "event round trip",
-		"PostSend": "PostSend/WR", "PostRecv": "PostRecv/WR",
+		"PostPoll": "post+poll", "PostSend": "PostSend/WR", "PostRecv": "PostRecv/WR",
 		"PollDrainSingle/batch=1": "1-thread CQ, 1", "PollDrainSingle/batch=16": "1-thread CQ, 16",
 		"PollDrainSingle/batch=64": "1-thread CQ, 64",
 

@@ -236,7 +236,7 @@ func (k *kprof) stop(name string, client int, out string) {
 
 // writeFolded writes one line per distinct stack: the process (the
 // step's own marked "client"), the kernel's frames outermost first (or
-// "[user]"), and how many samples had it.
+// "[user]" and the user-mode address), and how many samples had it.
 func (k *kprof) writeFolded(path string, samples []kprofSample, syms *kallsyms, client int) error {
 	counts := map[string]int{}
 	var b strings.Builder
@@ -247,7 +247,9 @@ func (k *kprof) writeFolded(path string, samples []kprofSample, syms *kallsyms, 
 			b.WriteString("(client)")
 		}
 		if !s.kernel {
-			b.WriteString(";[user]")
+			// The user-mode address too, for resolving against the
+			// binary on the host (go tool addr2line, or nm for C).
+			fmt.Fprintf(&b, ";[user];%#x", s.chain[0])
 		} else {
 			for i := len(s.chain) - 1; i >= 0; i-- {
 				b.WriteByte(';')

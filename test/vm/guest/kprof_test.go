@@ -86,7 +86,7 @@ func TestKProfParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("perf(client);[user] 1\nperf(client);outer;inner 2\n", string(b)); diff != "" {
+	if diff := cmp.Diff("perf(client);[user];0x401000 1\nperf(client);outer;inner 2\n", string(b)); diff != "" {
 		t.Errorf("folded (-want +got):\n%s", diff)
 	}
 }
