@@ -40,6 +40,9 @@ var (
 	flagBenchPairs       = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
 	flagBenchMicroKProf  = flag.String("benchmicrokprof", "", "bench mode: for the Go benchmarks matching this `regexp` (as -test.bench, without Benchmark), one more run of them and of their C twins (outside the tables) with the guest sampled on every CPU, kernel and user: the console shows each process's share and the kernel functions; under -qemuicount, a share of the instructions executed")
 	flagBenchMicroKProfX = flag.String("benchmicrokprofx", "", "bench mode, with -benchmicrokprof: run its profiles at these fixed `counts` of iterations (comma-separated), the Go benchmark with -test.benchtime=Nx and cbench with the count as its third argument; two counts' difference is the loop's share without the start-up's")
+	flagBenchMicroWrap   = flag.String("benchmicrowrap", "", "bench mode, with -benchmicrokprof: run its steps under this `command` (space-separated words before the benchmark's argv), such as \"valgrind --tool=callgrind --callgrind-out-file=/dev/null\" (with -guestpkgs=valgrind): then, at two -benchmicrokprofx counts, the difference of the instructions it reports is the loop's user-mode instructions")
+	flagBenchKProbes     = flag.String("benchkprobes", "", "bench mode, with -benchmicrokprof: count the calls of these kernel `functions` (comma-separated; a kprobe on each) over each of its steps, exactly, where its samples are a profile's")
+	flagBenchFetch       = flag.String("benchfetch", "", "bench mode, with -benchprofile: also copy these guest `files` (comma-separated) into its directory at the end, such as a callgrind output that -benchmicrowrap wrote")
 	flagBenchKProf       = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
 )
 
@@ -196,6 +199,8 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 				t.Argv = append(t.Argv, a)
 			}
 			t.KProfileHz = microKProfHz
+			t.Argv = append(strings.Fields(*flagBenchMicroWrap), t.Argv...)
+			t.KProbes = splitList(*flagBenchKProbes)
 			if *flagBenchProf != "" {
 				t.KProfileOut = "/tmp/kprof-gobench" + n + ".folded"
 				profiles = append(profiles, t.KProfileOut)
@@ -209,6 +214,8 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 					s.Argv = append(s.Argv, n)
 				}
 				s.KProfileHz = microKProfHz
+				s.Argv = append(strings.Fields(*flagBenchMicroWrap), s.Argv...)
+				s.KProbes = splitList(*flagBenchKProbes)
 				if *flagBenchProf != "" {
 					s.KProfileOut = "/tmp/kprof-cbench" + n + ".folded"
 					profiles = append(profiles, s.KProfileOut)
@@ -249,6 +256,9 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 	}
 	if *flagBenchTools {
 		steps = append(steps, toolSteps(&port, libPath, prof)...)
+	}
+	if *flagBenchProf != "" {
+		profiles = append(profiles, splitList(*flagBenchFetch)...)
 	}
 	if len(profiles) > 0 {
 		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 120})

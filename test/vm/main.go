@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -42,18 +43,19 @@ import (
 )
 
 var (
-	flagKernel  = flag.String("kernel", "6.1,6.12", "kernel series to boot, comma-separated (6.1, 6.12)")
-	flagArch    = flag.String("arch", "amd64", "guest architectures, comma-separated (amd64, arm64)")
-	flagVMs     = flag.String("vms", "", "exact kernel/arch pairs to boot, comma-separated (6.1/amd64,6.1/arm64); overrides -kernel and -arch")
-	flagRun     = flag.String("run", "", "run only tests matching this regular expression (go test -run)")
-	flagPkg     = flag.String("pkg", "./...", "packages whose tests run in the VM, comma-separated patterns")
-	flagTimeout = flag.Duration("timeout", 15*time.Minute, "time limit for one VM, boot included; bench mode: 30m unless given")
-	flagKeep    = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
-	flagQuiet   = flag.Bool("q", false, "do not pass -test.v to the test binaries")
-	flagNoRDMA  = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
-	flagBenchT  = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
-	flagEnv     = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
-	flagRace    = flag.Bool("race", false, "test mode: build the test binaries with the race detector (CGO_ENABLED=1 for them only; the host's loader and libc go into the guest); guests of another architecture than the host's run without it")
+	flagKernel    = flag.String("kernel", "6.1,6.12", "kernel series to boot, comma-separated (6.1, 6.12)")
+	flagArch      = flag.String("arch", "amd64", "guest architectures, comma-separated (amd64, arm64)")
+	flagVMs       = flag.String("vms", "", "exact kernel/arch pairs to boot, comma-separated (6.1/amd64,6.1/arm64); overrides -kernel and -arch")
+	flagRun       = flag.String("run", "", "run only tests matching this regular expression (go test -run)")
+	flagPkg       = flag.String("pkg", "./...", "packages whose tests run in the VM, comma-separated patterns")
+	flagTimeout   = flag.Duration("timeout", 15*time.Minute, "time limit for one VM, boot included; bench mode: 30m unless given")
+	flagKeep      = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
+	flagQuiet     = flag.Bool("q", false, "do not pass -test.v to the test binaries")
+	flagNoRDMA    = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
+	flagBenchT    = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
+	flagEnv       = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
+	flagGuestPkgs = flag.String("guestpkgs", "", "more Debian `packages` (comma-separated) for the guest, with the libraries they need (valgrind, say, for -benchmicrowrap)")
+	flagRace      = flag.Bool("race", false, "test mode: build the test binaries with the race detector (CGO_ENABLED=1 for them only; the host's loader and libc go into the guest); guests of another architecture than the host's run without it")
 )
 
 // guestPackages are Debian packages put into every guest: rdma-core's
@@ -362,7 +364,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		return nil, err
 	}
 	g := &guest{arch: arch, init: filepath.Join(dir, "init")}
-	pkgs, err := a.closure(ctx, guestPackages, debArch(arch))
+	pkgs, err := a.closure(ctx, append(slices.Clone(guestPackages), splitList(*flagGuestPkgs)...), debArch(arch))
 	if err != nil {
 		return nil, err
 	}

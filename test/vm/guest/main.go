@@ -249,8 +249,18 @@ func step(p *plan.Plan, s plan.Step) int {
 			fmt.Printf("init: %s: no kernel profile: %v\n", s.Name, err)
 		}
 	}
+	var kpr *kprobes
+	if len(s.KProbes) > 0 {
+		var err error
+		if kpr, err = startKProbes(s.KProbes); err != nil {
+			fmt.Printf("init: %s: no kprobes: %v\n", s.Name, err)
+		}
+	}
 	start := time.Now()
 	err := cmd.Run()
+	if kpr != nil {
+		kpr.stop(s.Name)
+	}
 	took := time.Since(start).Round(time.Millisecond)
 	if kp != nil {
 		pid := 0

@@ -88,4 +88,8 @@ type Step struct {
 	// KProfileOut, if set, is where /init writes that profile's samples as
 	// folded stacks ("process;outer;…;inner count", flame graph input).
 	KProfileOut string
+	// KProbes, if set, are kernel functions /init counts the calls of
+	// over the step (a kprobe on each, every process's calls), printing
+	// each count after it.
+	KProbes []string
 }
