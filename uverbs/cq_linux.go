@@ -121,11 +121,16 @@ func (b *cqBackend) ReqNotify(solicitedOnly bool) error {
 	if e := b.broken.Load(); e != nil {
 		return *e
 	}
-	if err := b.ctx.use("req notify cq"); err != nil {
+	// Context.use and done, written out as in QP.PostSend: the arm's hot
+	// path (rxe's arm is a write command on the context's fd).
+	c := b.ctx
+	c.mu.RLock()
+	if c.closed.Load() {
+		c.mu.RUnlock()
 		return ErrClosed
 	}
-	err := b.CQ.ReqNotify(solicitedOnly) // done by hand, not deferred: the arm's hot path
-	b.ctx.done()
+	err := b.CQ.ReqNotify(solicitedOnly)
+	c.mu.RUnlock()
 	return err
 }
 
