@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -281,5 +282,39 @@ func TestBenchPairsFlag(t *testing.T) {
 	*flagBenchMicro, *flagQemuIcount = 3, -1
 	if fullCount() {
 		t.Error("fullCount true without -qemuicount")
+	}
+}
+
+// TestBenchMicroKProf: -benchmicrokprof adds, per -benchmicrokprofx count,
+// one profiled run of the matching Go benchmarks and one of cbench, each
+// under -benchmicrowrap and with -benchkprobes' probes.
+func TestBenchMicroKProf(t *testing.T) {
+	defer func(re, x, wrap, probes string, micro int, tools bool) {
+		*flagBenchMicroKProf, *flagBenchMicroKProfX, *flagBenchMicroWrap, *flagBenchKProbes = re, x, wrap, probes
+		*flagBenchMicro, *flagBenchTools = micro, tools
+	}(*flagBenchMicroKProf, *flagBenchMicroKProfX, *flagBenchMicroWrap, *flagBenchKProbes, *flagBenchMicro, *flagBenchTools)
+	*flagBenchMicroKProf, *flagBenchMicroKProfX = "PostPoll", "3000,9000"
+	*flagBenchMicroWrap, *flagBenchKProbes = "/usr/bin/vg --tool=x", "f1,f2"
+	*flagBenchMicro, *flagBenchTools = 0, false
+	test := plan.Step{Name: "github.com/goverbs/goverbs/test/bench", Dir: "/t",
+		Argv: []string{"/t/bench.test", "-test.run=^$", "-test.bench=.", "-test.benchtime=100ms", "-test.cpuprofile=/tmp/p"}}
+	var got []plan.Step
+	for _, s := range benchSteps([]plan.Step{test}, true, "/lib") {
+		got = append(got, plan.Step{Name: s.Name, Argv: s.Argv, KProbes: s.KProbes, KProfileHz: s.KProfileHz})
+	}
+	wrap := []string{"/usr/bin/vg", "--tool=x"}
+	goArgv := func(n string) []string {
+		return append(slices.Clone(wrap), "/t/bench.test", "-test.run=^$", "-test.bench=^Benchmark(PostPoll)$", "-test.benchtime="+n+"x")
+	}
+	cArgv := func(n string) []string { return append(slices.Clone(wrap), benchGuestCBench, "rxe0", "PostPoll", n) }
+	probes := []string{"f1", "f2"}
+	want := []plan.Step{
+		{Name: "kprof gobench x3000", Argv: goArgv("3000"), KProbes: probes, KProfileHz: microKProfHz},
+		{Name: "kprof cbench x3000", Argv: cArgv("3000"), KProbes: probes, KProfileHz: microKProfHz},
+		{Name: "kprof gobench x9000", Argv: goArgv("9000"), KProbes: probes, KProfileHz: microKProfHz},
+		{Name: "kprof cbench x9000", Argv: cArgv("9000"), KProbes: probes, KProfileHz: microKProfHz},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
 	}
 }

@@ -64,20 +64,25 @@ func (k *kprobes) stop(name string) {
 	if err != nil {
 		fmt.Printf("init: %s: kprobe_profile: %v\n", name, err)
 	}
-	hits := map[string]string{}
-	for _, l := range strings.Split(string(b), "\n") {
-		// "  p0    12345    0": event (without its group), hits, misses.
-		f := strings.Fields(l)
-		if len(f) >= 2 {
-			hits[f[0]] = f[1]
-		}
-	}
+	hits := parseKProbeProfile(b)
 	for i, s := range k.syms {
 		if k.ok[i] {
 			fmt.Printf("init: %s: kprobe %s hits %s\n", name, s, hits[fmt.Sprintf("p%d", i)])
 		}
 	}
 	k.clear()
+}
+
+// parseKProbeProfile reads kprobe_profile: a line a probe, "  p0   12345
+// 0", its event (without its group), its hits and its misses.
+func parseKProbeProfile(b []byte) map[string]string {
+	hits := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 {
+			hits[f[0]] = f[1]
+		}
+	}
+	return hits
 }
 
 // clear removes every kprobe (a truncating write to kprobe_events; the

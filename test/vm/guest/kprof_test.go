@@ -135,3 +135,11 @@ func TestKProfSwitches(t *testing.T) {
 		t.Errorf("addressSpaceChanges = %d, want 2", got)
 	}
 }
+
+func TestParseKProbeProfile(t *testing.T) {
+	in := "  p0                                                     12345               0\n  p1   0   2\n\n"
+	want := map[string]string{"p0": "12345", "p1": "0"}
+	if diff := cmp.Diff(want, parseKProbeProfile([]byte(in))); diff != "" {
+		t.Errorf("parseKProbeProfile (-want +got):\n%s", diff)
+	}
+}
