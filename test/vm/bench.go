@@ -183,9 +183,21 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 		if *flagBenchMicroKProfX != "" {
 			lengths = strings.Split(*flagBenchMicroKProfX, ",")
 		}
+		// profiled makes s one of these runs: named, sampled, wrapped,
+		// probed, and its samples kept with -benchprofile.
+		profiled := func(s plan.Step, side, n string) plan.Step {
+			s.Name = "kprof " + side + strings.TrimSuffix(" x"+n, " x")
+			s.Argv = append(strings.Fields(*flagBenchMicroWrap), s.Argv...)
+			s.KProfileHz = microKProfHz
+			s.KProbes = splitList(*flagBenchKProbes)
+			if *flagBenchProf != "" {
+				s.KProfileOut = "/tmp/kprof-" + side + n + ".folded"
+				profiles = append(profiles, s.KProfileOut)
+			}
+			return s
+		}
 		for _, n := range lengths {
 			t := tests[0]
-			t.Name = "kprof gobench" + strings.TrimSuffix(" x"+n, " x")
 			t.Argv = nil
 			for _, a := range tests[0].Argv {
 				switch {
@@ -198,29 +210,14 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 				}
 				t.Argv = append(t.Argv, a)
 			}
-			t.KProfileHz = microKProfHz
-			t.Argv = append(strings.Fields(*flagBenchMicroWrap), t.Argv...)
-			t.KProbes = splitList(*flagBenchKProbes)
-			if *flagBenchProf != "" {
-				t.KProfileOut = "/tmp/kprof-gobench" + n + ".folded"
-				profiles = append(profiles, t.KProfileOut)
-			}
-			steps = append(steps, t)
+			steps = append(steps, profiled(t, "gobench", n))
 			if cbench {
 				s := c(*flagBenchMicro + 1)
-				s.Name = "kprof cbench" + strings.TrimSuffix(" x"+n, " x")
 				s.Argv = append(s.Argv, re)
 				if n != "" {
 					s.Argv = append(s.Argv, n)
 				}
-				s.KProfileHz = microKProfHz
-				s.Argv = append(strings.Fields(*flagBenchMicroWrap), s.Argv...)
-				s.KProbes = splitList(*flagBenchKProbes)
-				if *flagBenchProf != "" {
-					s.KProfileOut = "/tmp/kprof-cbench" + n + ".folded"
-					profiles = append(profiles, s.KProfileOut)
-				}
-				steps = append(steps, s)
+				steps = append(steps, profiled(s, "cbench", n))
 			}
 		}
 	}
