@@ -8,6 +8,27 @@ import (
 	"github.com/goverbs/goverbs/uapi"
 )
 
+// PlainSendOps returns, as bits (1<<opcode), the opcodes whose requests
+// on a QP of type typ CheckSend takes on two conditions alone: no
+// SendInline flag, and at most maxSGE SGEs whose lengths sum to at most
+// 2 GiB. A provider tests those three things on its fast path, with no
+// call, and hands anything else to CheckSend (TestPlainSendOps holds the
+// two to the same rules). UD has none: its requests need an address
+// handle, which only the slow path looks for.
+func PlainSendOps(typ uint8) uint32 {
+	const common = 1<<WRRDMAWrite | 1<<WRRDMAWriteWithImm | 1<<WRSend | 1<<WRSendWithImm | 1<<WRSendWithInv
+	switch typ {
+	case uapi.IB_UVERBS_QPT_RC:
+		return common | 1<<WRRDMARead
+	case uapi.IB_UVERBS_QPT_UC:
+		return common
+	}
+	return 0
+}
+
+// MaxSendLength is the most bytes one send request may carry (2 GiB).
+const MaxSendLength = 1 << 31
+
 // CheckSend checks a send work request against what a QP of type typ
 // (IB_UVERBS_QPT_*) with the given limits takes, the rules every
 // provider shares, and returns the request's length in bytes. The
@@ -20,7 +41,7 @@ func CheckSend(wr *SendWR, typ uint8, maxSGE, maxInline uint32) (uint64, error) 
 	for _, s := range wr.SGL {
 		length += uint64(s.Length)
 	}
-	if length > 1<<31 {
+	if length > MaxSendLength {
 		return 0, fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
 	}
 	inline := wr.Flags&SendInline != 0

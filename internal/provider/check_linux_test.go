@@ -54,3 +54,35 @@ func TestCheckSend(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainSendOps holds PlainSendOps to CheckSend: every opcode it names
+// passes CheckSend with any SGE count up to the cap and any length up to
+// MaxSendLength, and every opcode it leaves out fails or has a request
+// of that kind that does (atomics: a short one; UD sends: one without an
+// address handle).
+func TestPlainSendOps(t *testing.T) {
+	types := []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC, uapi.IB_UVERBS_QPT_UD}
+	for _, typ := range types {
+		plain := PlainSendOps(typ)
+		for op := uint32(0); op < 40; op++ {
+			wrs := []SendWR{
+				{Opcode: op},
+				{Opcode: op, SGL: []SGE{{Addr: 0x1000, Length: 4, LKey: 1}}},
+				{Opcode: op, SGL: []SGE{{Length: MaxSendLength - 1}, {Length: 1}}},
+			}
+			failed := false
+			for i := range wrs {
+				_, err := CheckSend(&wrs[i], typ, 2, 64)
+				if err != nil {
+					failed = true
+					if plain>>op&1 != 0 {
+						t.Errorf("QP type %d, opcode %d in PlainSendOps: request %d: %v", typ, op, i, err)
+					}
+				}
+			}
+			if plain>>op&1 == 0 && !failed {
+				t.Errorf("QP type %d, opcode %d: CheckSend takes all, PlainSendOps leaves it out", typ, op)
+			}
+		}
+	}
+}

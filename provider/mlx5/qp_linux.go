@@ -96,6 +96,7 @@ type QP struct {
 	bf     unsafe.Pointer // the blue-flame register rung with 8 bytes
 	ctrl   []byte         // the last WQE's ctrl segment
 	sigAll bool           // every send WQE asks for a CQE
+	plain  uint32         // provider.PlainSendOps(typ)
 }
 
 // CreateQP sizes and allocates the queues, then creates the QP in the
@@ -144,7 +145,7 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 
 // newQP sizes and allocates a QP's queues and doorbell record.
 func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) {
-	q := &QP{ctx: c, typ: typ, sigAll: sigAll}
+	q := &QP{ctx: c, typ: typ, sigAll: sigAll, plain: provider.PlainSendOps(typ)}
 	switch typ {
 	case uapi.IB_UVERBS_QPT_RC:
 		q.ovh = overheadRC
@@ -288,12 +289,19 @@ func (q *QP) ringSend() {
 	wcFence()
 }
 
+// postOneSend writes one request's WQE; ringSend publishes it. A plain
+// request (an opcode of provider.PlainSendOps, no inline data, at most
+// the QP's SGEs) is checked here, its length as its data segments are
+// written; anything else by provider.CheckSend first.
 func (q *QP) postOneSend(wr *provider.SendWR) error {
-	length, err := provider.CheckSend(wr, q.typ, q.cap.MaxSendSGE, q.cap.MaxInlineData)
-	if err != nil {
-		return err
-	}
 	inline := wr.Flags&provider.SendInline != 0
+	var length uint64
+	if q.plain>>wr.Opcode&1 == 0 || inline || uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
+		var err error
+		if length, err = provider.CheckSend(wr, q.typ, q.cap.MaxSendSGE, q.cap.MaxInlineData); err != nil {
+			return err
+		}
+	}
 	var ah *AH
 	if q.ud {
 		if wr.AH != nil {
@@ -340,14 +348,19 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	case inline:
 		w.inline(wr.SGL, uint32(length))
 	default:
+		length = 0
 		for _, s := range wr.SGL {
 			if s.Length == 0 {
 				continue // the device takes no empty segment
 			}
+			length += uint64(s.Length)
 			d := w.seg()
 			be.PutUint32(d[dataByteCount:], s.Length)
 			be.PutUint32(d[dataLKey:], s.LKey)
 			be.PutUint64(d[dataAddr:], s.Addr)
+		}
+		if length > provider.MaxSendLength { // nothing is published
+			return fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
 		}
 	}
 	ds := uint32(w.n / segSize)

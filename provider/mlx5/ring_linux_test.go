@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -772,5 +773,63 @@ func TestResizeWithoutResizeCQE(t *testing.T) {
 	var l cq.RingLock
 	if n, err := q.PollRing(make([]cq.WC, 4), &l); n != 0 || err != nil {
 		t.Errorf("PollRing on the new, empty ring: %d, %v", n, err)
+	}
+}
+
+// TestPostSendPlainPath holds postOneSend's plain path (no call to
+// provider.CheckSend) to the checked one: for every opcode it takes, on
+// RC and UC, the WQE written and the doorbell rung are the same when the
+// QP is made to check every request; and requests it must not take are
+// refused with nothing published.
+func TestPostSendPlainPath(t *testing.T) {
+	cp := kverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 60}
+	sgl := []provider.SGE{{Addr: 0x1000, Length: 100, LKey: 7}, {Addr: 0x9000, Length: 28, LKey: 8}}
+	for _, typ := range []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC} {
+		for op := uint32(0); op < 32; op++ {
+			if provider.PlainSendOps(typ)>>op&1 == 0 {
+				continue
+			}
+			c, _ := testCtx(t)
+			plain, checked := testQP(t, c, typ, cp), testQP(t, c, typ, cp)
+			checked.plain = 0
+			wr := provider.SendWR{WRID: 42, Opcode: op, Flags: provider.SendSignaled, SGL: sgl,
+				Imm: 0x01020304, RemoteAddr: 0xabcd000, RKey: 99}
+			for _, q := range []*QP{plain, checked} {
+				if n, err := q.PostSend([]provider.SendWR{wr}); n != 1 || err != nil {
+					t.Fatalf("type %d opcode %d: PostSend = %d, %v", typ, op, n, err)
+				}
+			}
+			if !bytes.Equal(plain.sq.mem[:sendWQEBB*2], checked.sq.mem[:sendWQEBB*2]) {
+				t.Errorf("type %d opcode %d: plain path's WQE\n%x\nchecked path's\n%x", typ, op, plain.sq.mem[:sendWQEBB*2], checked.sq.mem[:sendWQEBB*2])
+			}
+			if a, b := dbWord(plain.db, 4), dbWord(checked.db, 4); a != b || a == 0 {
+				t.Errorf("type %d opcode %d: doorbell records %d and %d", typ, op, a, b)
+			}
+		}
+	}
+	big := []provider.SGE{{Length: provider.MaxSendLength}, {Length: 1}}
+	for _, tc := range []struct {
+		name string
+		typ  uint8
+		wr   provider.SendWR
+		want error
+	}{
+		{"over 2 GiB", uapi.IB_UVERBS_QPT_RC, provider.SendWR{Opcode: provider.WRSend, SGL: big}, unix.EINVAL},
+		{"more SGEs than the cap", uapi.IB_UVERBS_QPT_RC, provider.SendWR{Opcode: provider.WRSend}, unix.EINVAL}, // SGL set below
+		{"read on UC", uapi.IB_UVERBS_QPT_UC, provider.SendWR{Opcode: provider.WRRDMARead, SGL: sgl[:1]}, unix.EINVAL},
+		{"opcode 33", uapi.IB_UVERBS_QPT_RC, provider.SendWR{Opcode: 33, SGL: sgl[:1]}, unix.EOPNOTSUPP},
+		{"UD without an AH", uapi.IB_UVERBS_QPT_UD, provider.SendWR{Opcode: provider.WRSend, SGL: sgl[:1]}, unix.EINVAL},
+	} {
+		c, _ := testCtx(t)
+		q := testQP(t, c, tc.typ, cp)
+		if tc.wr.SGL == nil {
+			tc.wr.SGL = make([]provider.SGE, q.cap.MaxSendSGE+1)
+		}
+		if n, err := q.PostSend([]provider.SendWR{tc.wr}); n != 0 || !errors.Is(err, tc.want) {
+			t.Errorf("%s: PostSend = %d, %v; want 0 and %v", tc.name, n, err, tc.want)
+		}
+		if q.sq.head != 0 || q.sq.curPost != 0 || dbWord(q.db, 4) != 0 {
+			t.Errorf("%s: published (head %d, index %d, doorbell record %d)", tc.name, q.sq.head, q.sq.curPost, dbWord(q.db, 4))
+		}
 	}
 }
