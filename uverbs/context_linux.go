@@ -35,9 +35,13 @@ type Context struct {
 	cqs     sync.Map // CQ event handle (uint64) -> *cqBackend, for async CQ_ERR
 
 	// mu is held for reading by every call that uses fd, and for writing
-	// by Close, so the fd number is never reused under a call.
+	// by Close, so the fd number is never reused under a call. QP.PostSend
+	// is the exception: it holds its QP's send lock instead, which Close
+	// takes in turn for every QP in qps (see Close).
 	mu      sync.RWMutex
 	closed  atomic.Bool
+	qpMu    sync.Mutex       // guards qps, changed by calls holding mu for reading
+	qps     map[*QP]struct{} // the QPs created and not destroyed; nil once closed
 	cleanup runtime.Cleanup
 }
 
@@ -122,6 +126,7 @@ func (d Device) open(drv provider.Driver, fd int, conn *transport.Conn) (*Contex
 		async:   os.NewFile(uintptr(asyncFD), d.Name+"-async"),
 		vectors: int(kctx.NumCompVectors),
 	}
+	c.qps = make(map[*QP]struct{})
 	c.events.onEvent = c.noteAsync
 	// A forgotten Context closes its fd; the kernel then destroys every
 	// object on it. The argument is the fd alone, never c.
@@ -151,24 +156,51 @@ func (c *Context) use(op string) error {
 
 func (c *Context) done() { c.mu.RUnlock() }
 
+// addQP and removeQP keep c.qps; the caller holds c.mu for reading.
+func (c *Context) addQP(q *QP) {
+	c.qpMu.Lock()
+	c.qps[q] = struct{}{}
+	c.qpMu.Unlock()
+}
+
+func (c *Context) removeQP(q *QP) {
+	c.qpMu.Lock()
+	delete(c.qps, q)
+	c.qpMu.Unlock()
+}
+
 // opErr wraps err as the failure of op on this device.
 func (c *Context) opErr(op string, err error) error {
 	return &OpError{Op: op, Device: c.dev.Name, Err: err}
 }
 
 // Close closes the device. The kernel destroys whatever is still open on
-// it (QPs, CQs, MRs, PDs), so close those first to see their errors. A
-// second Close returns an error wrapping ErrClosed.
+// it (QPs, CQs, MRs, PDs), so close those first to see their errors. It
+// waits for the calls in flight, posts included; those after it return
+// an error wrapping ErrClosed, as does a second Close.
 func (c *Context) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Swap(true) {
 		return c.opErr("close", ErrClosed)
 	}
+	// The posts in flight, which hold their QP's send lock and not mu,
+	// end before the fd and the provider's mappings go: each QP's lock is
+	// taken once. A post that takes it later finds c.closed set.
+	c.qpMu.Lock()
+	qps := c.qps
+	c.qps = nil
+	c.qpMu.Unlock()
+	for q := range qps {
+		q.sendMu.Lock()
+		//lint:ignore SA2001 the empty section waits for the post that holds the lock
+		q.sendMu.Unlock()
+	}
 	c.cleanup.Stop()
 	perr := c.drv.Close()
 	aerr := c.async.Close()
-	err := unix.Close(c.fd)
+	err := c.conn.Close() // the kernel destroys what is still open
+	c.drv.Release()
 	if err == nil && aerr != nil {
 		err = aerr
 	}

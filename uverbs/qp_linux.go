@@ -87,19 +87,18 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	ctx := q.pd.ctx
 	// The lock is released by hand, not deferred: a deferred call costs
 	// every post a closure's setup, its stores and an indirect call.
+	// The send lock alone: the doorbell uses the context's fd (rxe) or
+	// its mapped doorbell page (mlx5), which Context.Close keeps until it
+	// has taken every live QP's send lock once, after it set
+	// ctx.closed. So a post either ends first or sees ctx.closed, with
+	// no lock of the context's taken on the way (it was two locked
+	// instructions a post).
 	q.sendMu.Lock()
-	// The context's read lock (Context.use, written out: through the
-	// call, which is not inlined, it cost every post about 20
-	// instructions): the doorbell writes to the context's fd, which
-	// Close must not close under it.
-	ctx.mu.RLock()
 	if q.closed || ctx.closed.Load() {
-		ctx.mu.RUnlock()
 		q.sendMu.Unlock()
 		return 0, ctx.opErr(op, ErrClosed)
 	}
 	n, err := q.p.PostSend(providerSendWRs(wrs))
-	ctx.mu.RUnlock()
 	q.sendMu.Unlock()
 	if err != nil {
 		return n, ctx.opErr(op, err)
@@ -174,7 +173,9 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 		ctx.untrackAsync(ElementQP, handle)
 		return nil, ctx.opErr(op, fmt.Errorf("%v QP, cap %+v: %w", cfg.Type, cfg.Cap, err))
 	}
-	return &QP{pd: p, p: pq, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, user: cfg.UserValue, handle: handle}, nil
+	q := &QP{pd: p, p: pq, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, user: cfg.UserValue, handle: handle}
+	ctx.addQP(q)
+	return q, nil
 }
 
 // qpHandles numbers QPs for the kernel's user handle, never reused, so
@@ -347,26 +348,32 @@ func ahAttr(d *uapi.IBUverbsQPDest) AHAttr {
 // Close destroys the QP (ibv_destroy_qp). It waits for posts in flight.
 // A second Close returns ErrClosed.
 func (q *QP) Close() error {
+	// The context first, then the QP's locks: Context.Close, holding the
+	// context, takes each QP's send lock (see PostSend).
+	ctx := q.pd.ctx
+	cerr := ctx.use("destroy qp")
+	if cerr == nil {
+		defer ctx.done()
+	}
 	q.sendMu.Lock()
 	defer q.sendMu.Unlock()
 	q.recvMu.Lock()
 	defer q.recvMu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ctx := q.pd.ctx
 	if q.closed {
 		return ctx.opErr("destroy qp", ErrClosed)
 	}
-	if err := ctx.use("destroy qp"); err != nil {
+	if cerr != nil {
 		q.p.Release() // the context's close destroyed it in the kernel
 		q.closed = true
-		return err
+		return cerr
 	}
-	defer ctx.done()
 	if _, err := q.p.Destroy(); err != nil {
 		return ctx.opErr("destroy qp", err)
 	}
 	ctx.untrackAsync(ElementQP, q.handle)
+	ctx.removeQP(q)
 	q.closed = true
 	return nil
 }

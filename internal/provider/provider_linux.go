@@ -25,8 +25,13 @@ type Context interface {
 	CreateQP(r kverbs.QPReq) (QP, error)
 	// CreateAH creates an address handle.
 	CreateAH(pd uint32, userHandle uint64, attr *AHAttr) (AH, error)
-	// Close releases what the provider holds for the context (mappings).
+	// Close releases what the provider holds for the context (mappings),
+	// with the context's fd still open.
 	Close() error
+	// Release frees the memory the device may read until the kernel has
+	// destroyed the context's objects (mlx5's doorbell records): it is
+	// called after the fd is closed.
+	Release()
 }
 
 // CQ is the provider's side of a completion queue. Poll, ReqNotify and

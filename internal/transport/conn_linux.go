@@ -84,6 +84,17 @@ func NewKernelConn(fd int, driverID uint32, k Kernel) *Conn {
 	return &Conn{fd: fd, driverID: driverID, kernel: k}
 }
 
+// Close closes the fd. A Kernel with a Close method of its own (a device
+// model) is told first: the kernel destroys the fd's objects when it
+// closes, and a model must stop touching their memory as the device
+// would.
+func (c *Conn) Close() error {
+	if k, ok := c.kernel.(interface{ Close() }); ok {
+		k.Close()
+	}
+	return unix.Close(c.fd)
+}
+
 // FD returns the uverbs fd the Conn issues commands on (for providers'
 // mmaps).
 func (c *Conn) FD() int { return c.fd }

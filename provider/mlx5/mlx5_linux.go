@@ -175,9 +175,13 @@ func (c *context) Close() error {
 		delete(c.uars, i)
 	}
 	c.mu.Unlock()
-	c.dbs.release()
 	return nil
 }
+
+// Release frees the doorbell records, which the device reads until the
+// kernel has destroyed the QPs and CQs still open: the caller has closed
+// the context's fd.
+func (c *context) Release() { c.dbs.release() }
 
 // setQP publishes a QP under key (nil: forgets it).
 func (c *context) setQP(key uint32, q *QP) {

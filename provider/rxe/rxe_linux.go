@@ -29,6 +29,9 @@ type context struct {
 
 func (c *context) Close() error { return nil }
 
+// Release does nothing: rxe's queues are the kernel's memory, mapped.
+func (c *context) Release() {}
+
 // AH is an rxe address handle; ah_num indexes the kernel's AV table and
 // goes into UD send WQEs (kernel ≥ 5.17; older kernels answer 0 and want
 // the AV copied into each WQE).
