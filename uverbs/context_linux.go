@@ -35,9 +35,9 @@ type Context struct {
 	cqs     sync.Map // CQ event handle (uint64) -> *cqBackend, for async CQ_ERR
 
 	// mu is held for reading by every call that uses fd, and for writing
-	// by Close, so the fd number is never reused under a call. QP.PostSend
-	// is the exception: it holds its QP's send lock instead, which Close
-	// takes in turn for every QP in qps (see Close).
+	// by Close, so the fd number is never reused under a call. The posts
+	// are the exception: they hold their QP's send or receive lock
+	// instead, which Close takes in turn for every QP in qps, to stop it.
 	mu      sync.RWMutex
 	closed  atomic.Bool
 	qpMu    sync.Mutex       // guards qps, changed by calls holding mu for reading
@@ -184,16 +184,18 @@ func (c *Context) Close() error {
 	if c.closed.Swap(true) {
 		return c.opErr("close", ErrClosed)
 	}
-	// The posts in flight, which hold their QP's send lock and not mu,
-	// end before the fd and the provider's mappings go: each QP's lock is
-	// taken once. A post that takes it later finds c.closed set.
+	// The posts in flight, which hold their QP's send or receive lock and
+	// not mu, end before the fd and the provider's mappings go; a post
+	// that takes its lock later finds the QP stopped.
 	c.qpMu.Lock()
 	qps := c.qps
 	c.qps = nil
 	c.qpMu.Unlock()
 	for q := range qps {
 		q.sendMu.Lock()
-		//lint:ignore SA2001 the empty section waits for the post that holds the lock
+		q.recvMu.Lock()
+		q.stopped = true
+		q.recvMu.Unlock()
 		q.sendMu.Unlock()
 	}
 	c.cleanup.Stop()

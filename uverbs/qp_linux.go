@@ -28,9 +28,13 @@ type QP struct {
 
 	mu sync.Mutex
 	// closed is written only by Close, which holds mu, sendMu and recvMu,
-	// so holding any one of them makes reading it safe: the post paths
-	// read it under their own lock and take no second one.
+	// so holding any one of them makes reading it safe.
 	closed bool
+	// stopped is set once the QP or its context is closed, by Close or
+	// Context.Close holding sendMu and recvMu: each post reads it under
+	// its own lock, one load, and finds the context's fd and doorbell
+	// pages there while it is false (see Context.Close).
+	stopped bool
 
 	sendMu mutex.Mutex // serialises PostSend
 	recvMu mutex.Mutex // serialises PostRecv
@@ -84,24 +88,23 @@ func providerRecvWRs(w []RecvWR) []provider.RecvWR {
 // must stay registered until their completion. Safe for concurrent use.
 func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	const op = "post send"
-	ctx := q.pd.ctx
 	// The lock is released by hand, not deferred: a deferred call costs
 	// every post a closure's setup, its stores and an indirect call.
 	// The send lock alone: the doorbell uses the context's fd (rxe) or
 	// its mapped doorbell page (mlx5), which Context.Close keeps until it
-	// has taken every live QP's send lock once, after it set
-	// ctx.closed. So a post either ends first or sees ctx.closed, with
-	// no lock of the context's taken on the way (it was two locked
+	// has set every live QP's stopped under the QP's locks. So a post
+	// either ends first or finds stopped set, with no lock or flag of the
+	// context's read on the way (its read lock was two locked
 	// instructions a post).
 	q.sendMu.Lock()
-	if q.closed || ctx.closed.Load() {
+	if q.stopped {
 		q.sendMu.Unlock()
-		return 0, ctx.opErr(op, ErrClosed)
+		return 0, q.pd.ctx.opErr(op, ErrClosed)
 	}
 	n, err := q.p.PostSend(providerSendWRs(wrs))
 	q.sendMu.Unlock()
 	if err != nil {
-		return n, ctx.opErr(op, err)
+		return n, q.pd.ctx.opErr(op, err)
 	}
 	return n, nil
 }
@@ -112,16 +115,15 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 // concurrent use.
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post recv"
-	ctx := q.pd.ctx
 	q.recvMu.Lock() // released by hand, as in PostSend
-	if q.closed || ctx.closed.Load() {
+	if q.stopped {
 		q.recvMu.Unlock()
-		return 0, ctx.opErr(op, ErrClosed)
+		return 0, q.pd.ctx.opErr(op, ErrClosed)
 	}
 	n, err := q.p.PostRecv(providerRecvWRs(wrs))
 	q.recvMu.Unlock()
 	if err != nil {
-		return n, ctx.opErr(op, err)
+		return n, q.pd.ctx.opErr(op, err)
 	}
 	return n, nil
 }
@@ -366,7 +368,7 @@ func (q *QP) Close() error {
 	}
 	if cerr != nil {
 		q.p.Release() // the context's close destroyed it in the kernel
-		q.closed = true
+		q.closed, q.stopped = true, true
 		return cerr
 	}
 	if _, err := q.p.Destroy(); err != nil {
@@ -374,7 +376,7 @@ func (q *QP) Close() error {
 	}
 	ctx.untrackAsync(ElementQP, q.handle)
 	ctx.removeQP(q)
-	q.closed = true
+	q.closed, q.stopped = true, true
 	return nil
 }
 

@@ -82,6 +82,9 @@ func TestContextCloseRacesPostSend(t *testing.T) {
 				t.Errorf("round %d: a post after Close: %v, want ErrClosed", round, err)
 			}
 		}
+		if _, err := b.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{mr.SGE(0, 8)}}}); !errors.Is(err, uverbs.ErrClosed) {
+			t.Errorf("round %d: PostRecv after Close: %v, want ErrClosed", round, err)
+		}
 		for _, x := range []interface{ Close() error }{a, b, mr, q, pd} {
 			if err := x.Close(); !errors.Is(err, uverbs.ErrClosed) {
 				t.Errorf("round %d: %T.Close after the context's: %v, want ErrClosed", round, x, err)
