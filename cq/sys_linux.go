@@ -42,8 +42,9 @@ func (ch *Channel) readEvents(fd, limit int) {
 // (NewChannel makes it so, for the runtime's poller), so the call returns
 // at once, and the scheduler's entry and exit around a system call
 // (hundreds of ns under emulation, twice per Wait) are skipped.
+// RawSyscall6, not RawSyscall, which only calls it.
 func rawRead(fd int, b []byte) (int, error) {
-	n, _, e := syscall.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	n, _, e := syscall.RawSyscall6(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
