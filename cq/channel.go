@@ -54,7 +54,7 @@ type Channel struct {
 	// deadline and the fields below. Close takes it before it closes the
 	// fd, so the fd outlives every read.
 	turn     turnLock
-	pending  [64]uint64 // handles read from the fd, not yet delivered
+	pending  [64]uint64 // handles read from the fd, not yet delivered (a power of two: a ring)
 	head, n  int
 	rbuf     [8]byte // struct ib_uverbs_comp_event_desc
 	readErr  error
@@ -217,16 +217,20 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		}
 		if !ch.watched {
 			// The last Wait found its event queued (a park leaves the fd
-			// watched): read once more before going to the poller, whose
-			// descriptor locks and reset cost about 200 instructions. On a
+			// watched): read one before going to the poller, whose
+			// descriptor locks and reset cost about 200 instructions, and
+			// deliver it without the pending buffer (empty here). On a
 			// switch to parking that is one read(2) more, once.
 			ch.readErr = nil
-			ch.readEvents(ch.fd, 1) // turn keeps Close from closing the fd under it
+			h, ok := ch.readOne() // turn keeps Close from closing the fd under it
+			if ok {
+				if c := ch.deliver(h); c != nil {
+					return c, nil
+				}
+				continue // its CQ is gone: dropped, as next drops it
+			}
 			if ch.readErr != nil {
 				return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
-			}
-			if ch.lastRead > 0 {
-				continue
 			}
 		}
 		if err := ch.park(ctx); err != nil {
@@ -321,12 +325,21 @@ func (ch *Channel) TryWait() (*CQ, error) {
 func (ch *Channel) next() *CQ {
 	for ch.n > 0 {
 		h := ch.pending[ch.head]
-		ch.head = (ch.head + 1) % len(ch.pending)
+		ch.head = (ch.head + 1) & (len(ch.pending) - 1)
 		ch.n--
-		if c := ch.lookup(h); c != nil && c.eventRead() {
+		if c := ch.deliver(h); c != nil {
 			return c
 		}
-		// Its CQ was destroyed after the kernel queued the event: drop it.
+	}
+	return nil
+}
+
+// deliver returns the CQ an event names, counting the event as read for
+// it, or nil when the CQ was destroyed after the kernel queued the event
+// (which is then dropped). The caller holds turn.
+func (ch *Channel) deliver(h uint64) *CQ {
+	if c := ch.lookup(h); c != nil && c.eventRead() {
+		return c
 	}
 	return nil
 }
@@ -364,3 +377,6 @@ func (ch *Channel) unwatchNow() {
 
 // unwatch takes the fd out of ep, whose fd it is given.
 func (ch *Channel) unwatch(epfd uintptr) { _ = epollWatch(int(epfd), ch.fd, false) }
+
+// The pending buffer is a ring indexed with a mask.
+var _ [0]struct{} = [len(Channel{}.pending) & (len(Channel{}.pending) - 1)]struct{}{}

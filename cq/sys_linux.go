@@ -32,9 +32,31 @@ func (ch *Channel) readEvents(fd, limit int) {
 			ch.readErr = unix.EIO
 			return
 		}
-		ch.pending[(ch.head+ch.n)%len(ch.pending)] = binary.NativeEndian.Uint64(ch.rbuf[:])
+		ch.pending[(ch.head+ch.n)&(len(ch.pending)-1)] = binary.NativeEndian.Uint64(ch.rbuf[:])
 		ch.n++
 		ch.lastRead++
+	}
+}
+
+// readOne reads one event record and returns the handle it names; ok is
+// false with EAGAIN (none queued) and with an error, which it records in
+// ch.readErr.
+func (ch *Channel) readOne() (h uint64, ok bool) {
+	for {
+		n, err := rawRead(ch.fd, ch.rbuf[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return 0, false
+		case err != nil:
+			ch.readErr = err // EIO once the device is gone
+			return 0, false
+		case n != len(ch.rbuf):
+			ch.readErr = unix.EIO
+			return 0, false
+		}
+		return binary.NativeEndian.Uint64(ch.rbuf[:]), true
 	}
 }
 
