@@ -57,6 +57,8 @@ type Channel struct {
 	pending  [64]uint64 // handles read from the fd, not yet delivered (a power of two: a ring)
 	head, n  int
 	rbuf     [8]byte // struct ib_uverbs_comp_event_desc
+	lastH    uint64  // the handle deliver looked up last, and its CQ
+	lastCQ   *CQ
 	readErr  error
 	lastRead int  // events the last read pass took
 	watched  bool // fd is in ep
@@ -337,8 +339,19 @@ func (ch *Channel) next() *CQ {
 // deliver returns the CQ an event names, counting the event as read for
 // it, or nil when the CQ was destroyed after the kernel queued the event
 // (which is then dropped). The caller holds turn.
+//
+// The CQ the last event named is kept, so that a run of events of one CQ
+// (the common case) looks in the table once: about 45 instructions an
+// event fewer (a read lock, a map). Handles are never reused, and
+// eventRead refuses a closed CQ, so the kept one stays right after its CQ
+// is closed and detached.
 func (ch *Channel) deliver(h uint64) *CQ {
-	if c := ch.lookup(h); c != nil && c.eventRead() {
+	c := ch.lastCQ
+	if h != ch.lastH || c == nil {
+		c = ch.lookup(h)
+		ch.lastH, ch.lastCQ = h, c
+	}
+	if c != nil && c.eventRead() {
 		return c
 	}
 	return nil

@@ -407,3 +407,40 @@ func TestChannelCloseRaces(t *testing.T) {
 		}
 	}
 }
+
+// Each event goes to the CQ it names, however the CQs' events interleave
+// (deliver keeps the last one it looked up), and an event that names a
+// CQ closed since, the one kept among them, is dropped.
+func TestEventsReachTheirCQ(t *testing.T) {
+	ch, w := pipeChannel(t)
+	defer unix.Close(w)
+	a, _ := newFakeOn(t, ch)
+	b, _ := newFakeOn(t, ch)
+	event := func(c *CQ) {
+		var buf [8]byte
+		binary.NativeEndian.PutUint64(buf[:], c.EventHandle())
+		if _, err := unix.Write(w, buf[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range []*CQ{a, a, b, a, b, b} {
+		event(c)
+		got, err := ch.Wait(context.Background())
+		if err != nil || got != c {
+			t.Fatalf("event %d: Wait = %v, %v; want CQ %d", i, got, err, c.EventHandle())
+		}
+		got.Ack(1)
+	}
+	event(b) // b is the one kept
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	event(a)
+	if got, err := ch.Wait(context.Background()); err != nil || got != a {
+		t.Fatalf("Wait after b closed = %v, %v; want a (b's event dropped)", got, err)
+	}
+	a.Ack(1)
+	if got, err := ch.TryWait(); !errors.Is(err, ErrNoEvent) {
+		t.Errorf("TryWait = %v, %v; want ErrNoEvent", got, err)
+	}
+}
