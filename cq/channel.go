@@ -282,7 +282,7 @@ func (ch *Channel) park(ctx context.Context) error {
 		return ctx.Err()
 	}
 	// The poller failed without reading. The fd itself may say why.
-	ch.readEvents(ch.fd, len(ch.pending))
+	ch.readEvents(len(ch.pending))
 	switch {
 	case ch.readErr != nil:
 		return ch.readErr
@@ -312,7 +312,7 @@ func (ch *Channel) TryWait() (*CQ, error) {
 			ch.unwatchNow() // a caller that does not park: its events need not wake the poller
 		}
 		ch.readErr = nil
-		ch.readEvents(ch.fd, 1) // turn keeps Close from closing the fd under it
+		ch.readEvents(1) // turn keeps Close from closing the fd under it
 		if ch.readErr != nil {
 			return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
 		}
@@ -363,9 +363,9 @@ func (ch *Channel) deliver(h uint64) *CQ {
 // false, to park.
 func (ch *Channel) readWait(epfd uintptr) bool {
 	if ch.parked {
-		ch.readEvents(ch.fd, len(ch.pending))
+		ch.readEvents(len(ch.pending))
 	} else {
-		ch.readEvents(ch.fd, 1)
+		ch.readEvents(1)
 	}
 	if ch.lastRead > 0 || ch.readErr != nil {
 		return true

@@ -16,23 +16,14 @@ func closeFD(fd int) { unix.Close(fd) }
 // one per read) until it has limit of them, EAGAIN, or the pending buffer
 // is full. Stopping early is safe: the next Wait or TryWait reads again
 // before it parks.
-func (ch *Channel) readEvents(fd, limit int) {
+func (ch *Channel) readEvents(limit int) {
 	ch.lastRead = 0
 	for ch.n < len(ch.pending) && ch.lastRead < limit {
-		n, err := rawRead(fd, ch.rbuf[:])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return
-		case err != nil:
-			ch.readErr = err // EIO once the device is gone
-			return
-		case n != len(ch.rbuf):
-			ch.readErr = unix.EIO
+		h, ok := ch.readOne()
+		if !ok {
 			return
 		}
-		ch.pending[(ch.head+ch.n)&(len(ch.pending)-1)] = binary.NativeEndian.Uint64(ch.rbuf[:])
+		ch.pending[(ch.head+ch.n)&(len(ch.pending)-1)] = h
 		ch.n++
 		ch.lastRead++
 	}

@@ -12,7 +12,7 @@ func setNonblock(int, bool) error { return errs.ErrPlatform }
 
 func closeFD(int) {}
 
-func (ch *Channel) readEvents(int, int) { ch.readErr = errs.ErrPlatform }
+func (ch *Channel) readEvents(int) { ch.readErr = errs.ErrPlatform }
 
 func (ch *Channel) readOne() (uint64, bool) { ch.readErr = errs.ErrPlatform; return 0, false }
 

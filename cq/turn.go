@@ -33,7 +33,7 @@ func (t *turnLock) tryLock() bool { return t.held.CompareAndSwap(false, true) }
 // lock takes the turn, or returns ctx.Err() if ctx ends first. A ctx
 // already done does not stop it from taking a free turn.
 func (t *turnLock) lock(ctx context.Context) error {
-	if t.held.CompareAndSwap(false, true) {
+	if t.tryLock() {
 		return nil
 	}
 	return t.lockSlow(ctx)
@@ -42,7 +42,7 @@ func (t *turnLock) lock(ctx context.Context) error {
 func (t *turnLock) lockSlow(ctx context.Context) error {
 	t.waiters.Add(1)
 	defer t.waiters.Add(-1)
-	for !t.held.CompareAndSwap(false, true) {
+	for !t.tryLock() {
 		select {
 		case <-t.wake:
 		case <-ctx.Done():

@@ -9,11 +9,11 @@ import (
 )
 
 // PlainSendOps returns, as bits (1<<opcode), the opcodes whose requests
-// on a QP of type typ CheckSend takes on two conditions alone: no
-// SendInline flag, and at most maxSGE SGEs whose lengths sum to at most
-// 2 GiB. A provider tests those three things on its fast path, with no
-// call, and hands anything else to CheckSend (TestPlainSendOps holds the
-// two to the same rules). UD has none: its requests need an address
+// on a QP of type typ CheckSend takes on three conditions alone: no
+// SendInline flag, at most maxSGE SGEs, and lengths that sum to at most
+// MaxSendLength. A provider tests those three things on its fast path,
+// with no call, and hands anything else to CheckSend (TestPlainSendOps
+// holds the two to the same rules). UD has none: its requests need an address
 // handle, which only the slow path looks for.
 func PlainSendOps(typ uint8) uint32 {
 	const common = 1<<WRRDMAWrite | 1<<WRRDMAWriteWithImm | 1<<WRSend | 1<<WRSendWithImm | 1<<WRSendWithInv

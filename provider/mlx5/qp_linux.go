@@ -82,21 +82,21 @@ func (r *recvQueue) completeRecv(ctr uint16) uint64 {
 // the last WQE's first bytes to the UAR's blue-flame register. No
 // syscall.
 type QP struct {
-	ctx    *context
-	k      kverbs.QP
-	typ    uint8
-	ud     bool
-	key    uint32 // the CQEs' name for it: user index or QPN
-	cap    kverbs.QPCap
-	ovh    int // header bytes before the data
-	sq     sendQueue
-	rq     recvQueue
-	buf    dmaBuf
-	db     unsafe.Pointer
-	bf     unsafe.Pointer // the blue-flame register rung with 8 bytes
-	ctrl   []byte         // the last WQE's ctrl segment
-	sigAll bool           // every send WQE asks for a CQE
-	plain  uint32         // provider.PlainSendOps(typ)
+	ctx      *context
+	k        kverbs.QP
+	typ      uint8
+	ud       bool
+	key      uint32 // the CQEs' name for it: user index or QPN
+	cap      kverbs.QPCap
+	ovh      int // header bytes before the data
+	sq       sendQueue
+	rq       recvQueue
+	buf      dmaBuf
+	db       unsafe.Pointer
+	bf       unsafe.Pointer // the blue-flame register rung with 8 bytes
+	ctrl     []byte         // the last WQE's ctrl segment
+	sigAll   bool           // every send WQE asks for a CQE
+	plainOps uint32         // provider.PlainSendOps(typ)
 }
 
 // CreateQP sizes and allocates the queues, then creates the QP in the
@@ -145,7 +145,7 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 
 // newQP sizes and allocates a QP's queues and doorbell record.
 func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) {
-	q := &QP{ctx: c, typ: typ, sigAll: sigAll, plain: provider.PlainSendOps(typ)}
+	q := &QP{ctx: c, typ: typ, sigAll: sigAll, plainOps: provider.PlainSendOps(typ)}
 	switch typ {
 	case uapi.IB_UVERBS_QPT_RC:
 		q.ovh = overheadRC
@@ -296,7 +296,7 @@ func (q *QP) ringSend() {
 func (q *QP) postOneSend(wr *provider.SendWR) error {
 	inline := wr.Flags&provider.SendInline != 0
 	var length uint64
-	if q.plain>>wr.Opcode&1 == 0 || inline || uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
+	if q.plainOps>>wr.Opcode&1 == 0 || inline || uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
 		var err error
 		if length, err = provider.CheckSend(wr, q.typ, q.cap.MaxSendSGE, q.cap.MaxInlineData); err != nil {
 			return err

@@ -290,9 +290,9 @@ func (q *QP) recvSGEErr(n int) error {
 
 // putSGL writes sgl at dst (struct rxe_sge[]) field by field, and returns
 // the sum of its lengths (in 64 bits: a send checks it against 2 GiB, a
-// receive keeps it modulo 2^32, as C's): a copy() calls memmove, dearer than these stores for the one or
-// two SGEs a request carries, and a second loop for the sum would cost
-// its own compares and loads.
+// receive keeps it modulo 2^32, as C's): a copy() calls memmove, dearer
+// than these stores for the one or two SGEs a request carries, and a
+// second loop for the sum would cost its own compares and loads.
 //
 // It addresses each entry from dst rather than making a slice of it:
 // unsafe.Slice checks the length's product and the end's address for
