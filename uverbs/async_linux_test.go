@@ -284,7 +284,10 @@ func TestPortEvents(t *testing.T) {
 		t.Errorf("port 1 with d0 up: %+v, %v", p, err)
 	}
 
-	// The other context saw both, in order.
+	// The other context saw both, in order. The kernel queues an event
+	// for each context in turn, so the other's PORT_ACTIVE may come a
+	// moment after c's: what is queued is taken with tries, then the
+	// rest waited for (up to 10 s).
 	var got []uverbs.AsyncEventType
 	for {
 		ev, ok, err := other.TryAsyncEvent()
@@ -292,6 +295,18 @@ func TestPortEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !ok {
+			break
+		}
+		ev.Ack()
+		if ev.Type == uverbs.EventPortErr || ev.Type == uverbs.EventPortActive {
+			got = append(got, ev.Type)
+		}
+	}
+	ctx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	for len(got) < 2 {
+		ev, err := other.WaitAsyncEvent(ctx)
+		if err != nil {
 			break
 		}
 		ev.Ack()
