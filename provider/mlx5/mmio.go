@@ -5,7 +5,7 @@ package mlx5
 //
 //	                 amd64                 arm64
 //	dmaFence         compiler barrier      dmb oshst   before a doorbell record
-//	readFence        lfence                dmb oshld   after a CQE's owner bit
+//	readFence        none (readfence_amd64) dmb oshld  after a CQE's owner bit
 //	wcFence          sfence                dsb st      around a UAR store
 //	mmioStore64      one 8-byte mov        one str     the UAR doorbell
 //

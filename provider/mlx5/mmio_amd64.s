@@ -11,11 +11,6 @@ TEXT ·mmioStore64(SB), NOSPLIT, $0-16
 TEXT ·dmaFence(SB), NOSPLIT, $0-0
 	RET
 
-// func readFence()
-TEXT ·readFence(SB), NOSPLIT, $0-0
-	LFENCE
-	RET
-
 // func wcFence()
 TEXT ·wcFence(SB), NOSPLIT, $0-0
 	SFENCE

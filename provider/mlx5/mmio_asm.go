@@ -14,8 +14,5 @@ func mmioStore64(p unsafe.Pointer, v uint64)
 // store the device reads (the doorbell record).
 func dmaFence()
 
-// readFence orders a CQE's owner bit before the reads of the rest of it.
-func readFence()
-
 // wcFence orders ordinary stores before a UAR store, and flushes it.
 func wcFence()
