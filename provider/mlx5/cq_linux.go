@@ -189,13 +189,13 @@ func (q *CQ) Handle() uint32 { return q.handle }
 func (q *CQ) Size() int { return int(q.ncqe - 1) }
 
 // cqe returns the 64-byte CQE at index i of the ring.
-func (q *CQ) cqe(i uint32) cqeView {
-	return unsafe.Slice((*byte)(unsafe.Add(q.ring, uintptr(i&(q.ncqe-1))*uintptr(q.cqeSize))), cqeSize64)
+func (q *CQ) cqe(i uint32) *cqe64 {
+	return (*cqe64)(unsafe.Add(q.ring, uintptr(i&(q.ncqe-1))*uintptr(q.cqeSize)))
 }
 
 // opOwn reads a CQE's op_own byte with one atomic load of its last word,
 // which the device writes last.
-func opOwn(c cqeView) uint8 {
+func opOwn(c *cqe64) uint8 {
 	return opOwnWord((*uint32)(unsafe.Pointer(&c[cqeWQECounter])))
 }
 
@@ -216,7 +216,7 @@ func mine(oo uint8, i, lg uint32) bool {
 
 // owned reports whether the CQE at index i is ours (mine), fenced so
 // that the rest of it is read after its owner bit.
-func (q *CQ) owned(i uint32) (cqeView, bool) {
+func (q *CQ) owned(i uint32) (*cqe64, bool) {
 	c := q.cqe(i)
 	if !mine(opOwn(c), i, q.lgNCQE) {
 		return nil, false
@@ -305,10 +305,17 @@ type qpLookup struct {
 	rqDone uint32 // receives of last completed, not yet added to its tail
 }
 
+// find returns the QP of key. The run's own QP is found inline; another
+// goes through findNext.
 func (l *qpLookup) find(key uint32) *QP {
 	if l.last != nil && l.key == key {
 		return l.last
 	}
+	return l.findNext(key)
+}
+
+// findNext ends the run of l.last (flush) and looks key up in the table.
+func (l *qpLookup) findNext(key uint32) *QP {
 	l.flush()
 	if l.m == nil {
 		return nil
@@ -344,7 +351,7 @@ func (q *CQ) setCI() {
 // complete turns one CQE into wc: decode, then the wr_id from the QP's
 // send or receive queue, freeing the queue's slots. It returns false for
 // a CQE that is not a completion to report (of a destroyed QP, say).
-func (q *CQ) complete(w *cq.WC, c cqeView, qps *qpLookup) bool {
+func (q *CQ) complete(w *cq.WC, c *cqe64, qps *qpLookup) bool {
 	key := c.qpn()
 	if q.ctx.cqeVersion == 1 {
 		key = c.uidx()
@@ -353,7 +360,13 @@ func (q *CQ) complete(w *cq.WC, c cqeView, qps *qpLookup) bool {
 	if qp == nil {
 		return false // a QP destroyed with completions still queued
 	}
-	if !decodeCQE(w, c, qp.ud) {
+	var ok bool
+	if c[cqeOpOwn]&^(1<<cqeFormatShift-1) == cqeReq<<cqeOpcodeShift { // opcode and format
+		ok = decodeReq(w, c, c.qpn()) // a requester's, the commonest: inline
+	} else {
+		ok = decodeCQE(w, c, qp.ud)
+	}
+	if !ok {
 		*w = cq.WC{Status: cq.GeneralErr, QPNum: c.qpn(), VendorErr: uint32(c[cqeOpOwn])}
 		return true
 	}
@@ -442,7 +455,7 @@ func (q *CQ) moveTo(fresh *cqRing) error {
 			break
 		}
 		d := unsafe.Slice((*byte)(fresh.at(i+1)), cqeSize64)
-		copy(d, c)
+		copy(d, c[:])
 		d[cqeOpOwn] = d[cqeOpOwn]&^cqeOwnerMask | uint8((i+1)>>fresh.lg&1)
 		i++
 		if i-q.ci > q.ncqe {
