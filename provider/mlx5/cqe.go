@@ -111,7 +111,7 @@ func decodeCQE(w *cq.WC, c *cqe64, ud bool) bool {
 
 // decodeReq is decodeCQE for a requester CQE (opcode cqeReq, format 0) of
 // QP qpn: the WQE's opcode says what completed. Small enough for the
-// compiler to inline into CQ.complete, which takes these, the commonest
+// compiler to inline into Poll, which takes these, the commonest
 // CQEs, past decodeCQE's call.
 func decodeReq(w *cq.WC, c *cqe64, qpn uint32) bool {
 	*w = cq.WC{QPNum: qpn}
