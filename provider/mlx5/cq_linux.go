@@ -288,7 +288,8 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 		readFence() // the owner bits before the rest of the CQEs
 		for end := ci + k; ci != end; ci++ {
 			c := q.cqe(ci)
-			key := c.qpn()
+			qpn := c.qpn()
+			key := qpn
 			if q.ctx.cqeVersion == 1 {
 				key = c.uidx()
 			}
@@ -300,13 +301,13 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 			n++
 			var ok bool
 			if c[cqeOpOwn]&^(1<<cqeFormatShift-1) == cqeReq<<cqeOpcodeShift { // opcode and format
-				ok = decodeReq(w, c, c.qpn()) // a requester's, the commonest: inline
+				ok = decodeReq(w, c, qpn) // a requester's, the commonest: inline
 			} else {
 				ok = decodeCQE(w, c, qp.ud)
 			}
 			switch {
 			case !ok:
-				*w = cq.WC{Status: cq.GeneralErr, QPNum: c.qpn(), VendorErr: uint32(c[cqeOpOwn])}
+				*w = cq.WC{Status: cq.GeneralErr, QPNum: qpn, VendorErr: uint32(c[cqeOpOwn])}
 			case c.sendSide():
 				w.WRID, qps.sqTail = qp.sq.complete(c.wqeCounter())
 				qps.sqSet = true
