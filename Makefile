@@ -13,7 +13,7 @@ RUN         ?=
 VMFLAGS     ?=
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Architectures (and systems) that must build with CGO_ENABLED=0.
-CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x linux/loong64 linux/386 linux/arm darwin/arm64 darwin/amd64 windows/amd64
+CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x linux/mips linux/mips64 linux/loong64 linux/386 linux/arm darwin/arm64 darwin/amd64 windows/amd64
 # Packages whose unit tests need no device, run again for 386 (32-bit
 # layouts) and s390x (big-endian, under qemu-user): make unit32 bigendian.
 PORTPKGS    ?= ./uapi/ ./provider/... ./internal/transport/ ./internal/kverbs/ ./internal/netlink/ ./cq/ ./uverbs/ ./cmd/goverbs/

@@ -336,7 +336,7 @@ func (d *Device) NewContext() (*Context, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("mlx5model: memfd: %w", err)
 	}
-	c := &Context{d: d, fd: fd, dev: st.Dev, ino: st.Ino, handles: map[uint32]any{},
+	c := &Context{d: d, fd: fd, dev: uint64(st.Dev), ino: st.Ino, handles: map[uint32]any{},
 		uidxs: map[uint32]*qp{}, channels: map[int]*eventPipe{}, checked: time.Now()}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -392,7 +392,7 @@ func (c *Context) Close() {
 // fdAlive reports whether the application still holds the fd.
 func (c *Context) fdAlive() bool {
 	var st unix.Stat_t
-	return unix.Fstat(c.fd, &st) == nil && st.Dev == c.dev && st.Ino == c.ino
+	return unix.Fstat(c.fd, &st) == nil && uint64(st.Dev) == c.dev && st.Ino == c.ino
 }
 
 // releaseLocked destroys everything the context holds, QPs first.
