@@ -94,8 +94,9 @@ type QP struct {
 	buf      dmaBuf
 	db       unsafe.Pointer
 	bf       unsafe.Pointer // the blue-flame register rung with 8 bytes
-	ctrl     []byte         // the last WQE's ctrl segment
+	bfWord   uint64         // the last WQE's first 8 bytes, as they lie in memory
 	sigAll   bool           // every send WQE asks for a CQE
+	sigFlag  uint8          // ctrlCQUpdate where sigAll
 	plainOps uint32         // provider.PlainSendOps(typ)
 }
 
@@ -146,6 +147,9 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 // newQP sizes and allocates a QP's queues and doorbell record.
 func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) {
 	q := &QP{ctx: c, typ: typ, sigAll: sigAll, plainOps: provider.PlainSendOps(typ)}
+	if sigAll {
+		q.sigFlag = ctrlCQUpdate
+	}
 	switch typ {
 	case uapi.IB_UVERBS_QPT_RC:
 		q.ovh = overheadRC
@@ -246,7 +250,7 @@ func (q *QP) QPN() uint32 { return q.k.QPN }
 func (q *QP) Cap() kverbs.QPCap { return q.k.Cap }
 
 // wqeOpcode maps a work request opcode to the device's.
-var wqeOpcode = [...]uint8{
+var wqeOpcode = [32]uint8{
 	provider.WRRDMAWrite:        opRDMAWrite,
 	provider.WRRDMAWriteWithImm: opRDMAWriteImm,
 	provider.WRSend:             opSend,
@@ -260,21 +264,119 @@ var wqeOpcode = [...]uint8{
 }
 
 // PostSend writes each request into the send queue, then rings the
-// doorbell once for the batch.
+// doorbell once for the batch. postPlain writes the plain requests, in
+// runs; postOneSend each of the others.
 func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
-	var n int
 	var err error
-	for n = 0; n < len(wrs); n++ {
+	n := 0
+	for {
+		n += q.postPlain(wrs[n:])
+		if n == len(wrs) {
+			break
+		}
 		if err = q.postOneSend(&wrs[n]); err != nil {
 			err = fmt.Errorf("work request %d: %w", n, err)
 			break
 		}
+		n++
 	}
 	if n > 0 {
 		q.ringSend()
 	}
 	return n, err
 }
+
+// postPlain writes the WQEs of wrs' leading plain requests and returns
+// how many it wrote. A plain request has an opcode of
+// provider.PlainSendOps, no inline data, at most the QP's SGEs, at most
+// provider.MaxSendLength bytes and room in the queue, and its WQE ends
+// before the ring does. Its loop makes no call and writes the segments
+// a 64-bit store at a time: Go keeps nothing in registers across a call,
+// so a call a request would cost its arguments, a frame and reloads.
+func (q *QP) postPlain(wrs []provider.SendWR) int {
+	sq := &q.sq
+	for n := range wrs {
+		wr := &wrs[n]
+		nsge := uint32(len(wr.SGL))
+		idx := sq.curPost & (sq.wqeCnt - 1)
+		// The WQE takes at most ctrl, raddr and the SGEs: 2+nsge segments.
+		if q.plainOps>>wr.Opcode&1 == 0 || wr.Flags&provider.SendInline != 0 || nsge > q.cap.MaxSendSGE ||
+			idx*sendWQEBB+(2+nsge)*segSize > uint32(len(sq.mem)) || sq.head-sq.tail.Load() >= sq.maxPost {
+			return n
+		}
+		op := wr.Opcode & 31 // below 32, as plainOps says: the shifts below need no test
+		wqe := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.mem)), idx*sendWQEBB)
+		seg := unsafe.Add(wqe, ctrlSize)
+		if raddrOps>>op&1 != 0 {
+			storeBE64(unsafe.Add(seg, raddrAddr), wr.RemoteAddr)
+			storeBE64(unsafe.Add(seg, raddrRKey), uint64(wr.RKey)<<32) // and the reserved word
+			seg = unsafe.Add(seg, segSize)
+		}
+		var length uint64
+		for _, s := range wr.SGL {
+			if s.Length == 0 {
+				continue // the device takes no empty segment
+			}
+			length += uint64(s.Length)
+			storeBE64(unsafe.Add(seg, dataByteCount), uint64(s.Length)<<32|uint64(s.LKey))
+			storeBE64(unsafe.Add(seg, dataAddr), s.Addr)
+			seg = unsafe.Add(seg, segSize)
+		}
+		if length > provider.MaxSendLength {
+			return n // postOneSend refuses it, with nothing published
+		}
+		ds := uint32(uintptr(seg)-uintptr(wqe)) / segSize
+		var imm uint32
+		if immOps>>op&1 != 0 {
+			imm = wr.Imm
+		}
+		// The ctrl segment: opmod, index and opcode; QPN and size; the
+		// signature and reserved bytes, zero, and fm_ce_se; the immediate.
+		storeBE64(unsafe.Add(wqe, ctrlOpmodIdxOpcode), uint64((sq.curPost&0xffff)<<8|uint32(wqeOpcode[op]))<<32|uint64(q.k.QPN<<8|ds))
+		storeBE64(unsafe.Add(wqe, ctrlSignature), uint64(ctrlFlags[wr.Flags&7]|q.sigFlag)<<32|uint64(imm))
+		q.bfWord = *(*uint64)(wqe)
+		sq.wrid[idx] = wr.WRID
+		sq.wqeHead[idx] = sq.head
+		sq.curPost += (ds*segSize + sendWQEBB - 1) / sendWQEBB
+		sq.head++
+	}
+	return len(wrs)
+}
+
+// storeBE64 stores v big-endian at p: one 8-byte store of the swapped
+// word. (binary.BigEndian.PutUint64 into the ring splits its store into
+// byte and halfword stores where the compiler knows some of v's bytes are
+// zero, as it does for most ctrl and data segment words.)
+func storeBE64(p unsafe.Pointer, v uint64) {
+	if !hostBigEndian {
+		v = bits.ReverseBytes64(v)
+	}
+	*(*uint64)(p) = v
+}
+
+// Which opcodes (bits by provider.WR*) carry a remote address segment, and
+// which carry the ctrl segment's immediate (or the rkey to invalidate).
+const (
+	raddrOps = 1<<provider.WRRDMAWrite | 1<<provider.WRRDMAWriteWithImm | 1<<provider.WRRDMARead
+	immOps   = 1<<provider.WRSendWithImm | 1<<provider.WRRDMAWriteWithImm | 1<<provider.WRSendWithInv
+)
+
+// ctrlFlags maps a request's fence, signaled and solicited flags (the low
+// three bits of provider.SendWR.Flags) to the ctrl segment's fm_ce_se.
+var ctrlFlags = func() (t [8]uint8) {
+	for f := range t {
+		if f&provider.SendFence != 0 {
+			t[f] |= ctrlFence
+		}
+		if f&provider.SendSignaled != 0 {
+			t[f] |= ctrlCQUpdate
+		}
+		if f&provider.SendSolicited != 0 {
+			t[f] |= ctrlSolicited
+		}
+	}
+	return t
+}()
 
 // ringSend publishes the posted WQEs: the doorbell record, after the WQEs
 // are in memory, then the 8-byte doorbell with the last WQE's first bytes.
@@ -285,7 +387,7 @@ func (q *QP) ringSend() {
 	dmaFence()
 	storeBE32(unsafe.Add(q.db, dbrecSend), q.sq.curPost&0xffff)
 	wcFence()
-	mmioStore64(q.bf, binary.NativeEndian.Uint64(q.ctrl[:8]))
+	mmioStore64(q.bf, q.bfWord)
 	wcFence()
 }
 
@@ -387,7 +489,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	sq.wqeHead[idx] = sq.head
 	sq.curPost += (ds*segSize + sendWQEBB - 1) / sendWQEBB
 	sq.head++
-	q.ctrl = ctrl
+	q.bfWord = binary.NativeEndian.Uint64(ctrl[:8])
 	return nil
 }
 

@@ -1,0 +1,153 @@
+package mlx5
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// TestPostSendPlainRuns holds PostSend's loop for plain requests
+// (postPlain) to postOneSend's checked path, request by request: random
+// batches mixing plain requests with inline, atomic, refused, empty-SGE,
+// over-long and queue-full ones, posted to a QP as it is and to one made
+// to check every request, must leave the same bytes in both rings, the same
+// doorbell record and blue-flame word, the same queue state, and return
+// the same counts and errors. The rings are small and the SGEs up to four,
+// so WQEs that would pass the ring's end (which only postOneSend writes)
+// come up often.
+func TestPostSendPlainRuns(t *testing.T) {
+	payload := make([]byte, 256)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	base := uint64(uintptr(unsafe.Pointer(&payload[0])))
+	ops := []uint32{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm,
+		provider.WRRDMARead, provider.WRSendWithInv, provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd, 33}
+	cp := kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 4, MaxSendSGE: 4, MaxRecvSGE: 1, MaxInlineData: 60}
+	for _, typ := range []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC} {
+		for _, sigAll := range []bool{false, true} {
+			name := fmt.Sprintf("type %d sigAll %v", typ, sigAll)
+			c, _ := testCtx(t)
+			fast, checked := testQP(t, c, typ, cp), testQP(t, c, typ, cp)
+			checked.plainOps = 0
+			for _, q := range []*QP{fast, checked} {
+				q.sigAll = sigAll
+				if sigAll {
+					q.sigFlag = ctrlCQUpdate
+				}
+			}
+			rng := rand.New(rand.NewPCG(uint64(typ), 1))
+			plain := 0
+			for round := range 2000 {
+				wrs := make([]provider.SendWR, 1+rng.IntN(5))
+				for i := range wrs {
+					wr := &wrs[i]
+					wr.WRID = rng.Uint64()
+					wr.Opcode = ops[rng.IntN(len(ops))]
+					wr.Flags = uint32(rng.IntN(8))
+					wr.Imm, wr.RemoteAddr, wr.RKey = rng.Uint32(), rng.Uint64(), rng.Uint32()
+					wr.CompareAdd, wr.Swap = rng.Uint64(), rng.Uint64()
+					wr.SGL = make([]provider.SGE, rng.IntN(6)) // five: more than the QP takes
+					for k := range wr.SGL {
+						wr.SGL[k] = provider.SGE{Addr: base + uint64(rng.IntN(64)), Length: uint32(rng.IntN(40)), LKey: rng.Uint32()}
+						switch rng.IntN(8) {
+						case 0:
+							wr.SGL[k].Length = 0
+						case 1:
+							wr.SGL[k].Length = 1 << 31 // two make a request over the limit
+						}
+					}
+					if rng.IntN(6) == 0 {
+						wr.Flags |= provider.SendInline
+						for k := range wr.SGL {
+							wr.SGL[k].Length %= 16
+						}
+					}
+					if wr.Opcode == provider.WRAtomicCmpSwp || wr.Opcode == provider.WRAtomicFetchAdd {
+						wr.SGL = []provider.SGE{{Addr: base, Length: 8, LKey: 1}}
+					}
+					if wr.Opcode != 33 && wr.Flags&provider.SendInline == 0 && len(wr.SGL) <= 4 {
+						plain++
+					}
+				}
+				start := fast.sq.curPost
+				n1, err1 := fast.PostSend(wrs)
+				n2, err2 := checked.PostSend(wrs)
+				if n1 != n2 || !sameRefusal(err1, err2) {
+					t.Fatalf("%s round %d: PostSend = %d, %v; checked %d, %v\n%+v", name, round, n1, err1, n2, err2, wrs)
+				}
+				// The WQEs published, each as far as its ctrl segment's size
+				// says: the device reads no more. (Both paths leave bytes in
+				// slots they do not publish when they refuse a request.)
+				for at := start; at != fast.sq.curPost; {
+					a, b := wqeBytes(fast, at), wqeBytes(checked, at)
+					if !bytes.Equal(a, b) {
+						t.Fatalf("%s round %d: the WQE at %d\n%x\nchecked\n%x\n%+v", name, round, at, a, b, wrs)
+					}
+					at += uint32(len(a)+sendWQEBB-1) / sendWQEBB
+				}
+				if a, b := dbWord(fast.db, dbrecSend), dbWord(checked.db, dbrecSend); a != b {
+					t.Fatalf("%s round %d: doorbell records %d, checked %d", name, round, a, b)
+				}
+				if a, b := *(*uint64)(fast.bf), *(*uint64)(checked.bf); a != b {
+					t.Fatalf("%s round %d: blue-flame words %#x, checked %#x", name, round, a, b)
+				}
+				type state struct {
+					CurPost, Head uint32
+					WRID          []uint64
+					WQEHead       []uint32
+				}
+				s1 := state{fast.sq.curPost, fast.sq.head, fast.sq.wrid, fast.sq.wqeHead}
+				s2 := state{checked.sq.curPost, checked.sq.head, checked.sq.wrid, checked.sq.wqeHead}
+				if d := cmp.Diff(s2, s1); d != "" {
+					t.Fatalf("%s round %d: queue state (-checked +fast):\n%s", name, round, d)
+				}
+				if rng.IntN(3) == 0 { // the device is done with everything posted
+					fast.sq.tail.Store(fast.sq.head)
+					checked.sq.tail.Store(checked.sq.head)
+				}
+			}
+			if fast.sq.head < 1000 || plain < 2000 {
+				t.Errorf("%s: %d WQEs posted, %d plain requests offered: the mix does not exercise the paths", name, fast.sq.head, plain)
+			}
+		}
+	}
+}
+
+// sameRefusal reports whether PostSend's errors on the two QPs agree. A
+// request both over the length limit and facing a full queue may be
+// refused for either: the checked path tests the length first, the plain
+// path the queue (it writes the data segments, summing their lengths, only
+// into a free slot).
+func sameRefusal(fast, checked error) bool {
+	if fmt.Sprint(fast) == fmt.Sprint(checked) {
+		return true
+	}
+	return fast != nil && checked != nil && errors.Is(fast, unix.ENOMEM) && errors.Is(checked, unix.EINVAL) &&
+		strings.HasSuffix(checked.Error(), " bytes: invalid argument")
+}
+
+// wqeBytes returns a copy of the send WQE at basic block index at, as many
+// 16-byte segments as its ctrl segment says, across the ring's end.
+func wqeBytes(q *QP, at uint32) []byte {
+	ring := q.sq.mem
+	off := int(at&(q.sq.wqeCnt-1)) * sendWQEBB
+	ds := int(ring[off+ctrlQPNDS+3] & 0x3f)
+	b := make([]byte, 0, ds*segSize)
+	for i := range ds * segSize {
+		b = append(b, ring[(off+i)%len(ring)])
+	}
+	return b
+}
