@@ -519,23 +519,22 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 			break
 		}
 		idx := rq.head & (rq.wqeCnt - 1)
-		wqe := rq.mem[idx<<rq.shift : (idx+1)<<rq.shift]
-		j := 0
+		// The slot holds maxGS segments (CreateQP sized it), and the
+		// request at most that many.
+		d := unsafe.Add(unsafe.Pointer(unsafe.SliceData(rq.mem)), idx<<rq.shift)
+		j := uint32(0)
 		for _, s := range wr.SGL {
 			if s.Length == 0 {
 				continue
 			}
-			d := wqe[j*dataSize:]
-			be.PutUint32(d[dataByteCount:], s.Length)
-			be.PutUint32(d[dataLKey:], s.LKey)
-			be.PutUint64(d[dataAddr:], s.Addr)
+			storeBE64(unsafe.Add(d, dataByteCount), uint64(s.Length)<<32|uint64(s.LKey))
+			storeBE64(unsafe.Add(d, dataAddr), s.Addr)
+			d = unsafe.Add(d, dataSize)
 			j++
 		}
-		if j < int(rq.maxGS) {
-			d := wqe[j*dataSize:]
-			be.PutUint32(d[dataByteCount:], 0)
-			be.PutUint32(d[dataLKey:], invalidLKey)
-			be.PutUint64(d[dataAddr:], 0)
+		if j < rq.maxGS {
+			storeBE64(unsafe.Add(d, dataByteCount), invalidLKey)
+			storeBE64(unsafe.Add(d, dataAddr), 0)
 		}
 		rq.wrid[idx] = wr.WRID
 		rq.head++

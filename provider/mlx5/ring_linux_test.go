@@ -427,6 +427,26 @@ func TestPostRecvWQE(t *testing.T) {
 	if n, err := qp.PostRecv(make([]provider.RecvWR, 3)); n != 2 || err == nil {
 		t.Errorf("posting 3 into 2 free slots: %d, %v", n, err)
 	}
+
+	// A full slot (as many SGEs as it holds) has no terminator, and
+	// nothing is written past it.
+	qp = testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 4})
+	for i := range qp.rq.mem[64:128] {
+		qp.rq.mem[64+i] = 0xee
+	}
+	full := []provider.SGE{{Addr: 1, Length: 1, LKey: 1}, {Addr: 2, Length: 2, LKey: 2}, {Addr: 3, Length: 3, LKey: 3}, {Addr: 4, Length: 4, LKey: 4}}
+	if n, err := qp.PostRecv([]provider.RecvWR{{WRID: 3, SGL: full}}); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	for k := range 4 {
+		d := qp.rq.mem[k*16:]
+		if got := [3]uint64{uint64(beOrder.Uint32(d)), uint64(beOrder.Uint32(d[4:])), beOrder.Uint64(d[8:])}; got != [3]uint64{uint64(k + 1), uint64(k + 1), uint64(k + 1)} {
+			t.Errorf("full slot, segment %d: %v", k, got)
+		}
+	}
+	if !bytes.Equal(qp.rq.mem[64:128], bytes.Repeat([]byte{0xee}, 64)) {
+		t.Errorf("a full slot's receive wrote into the next slot: %x", qp.rq.mem[64:128])
+	}
 }
 
 func TestHotPathsAllocateNothing(t *testing.T) {
