@@ -2,8 +2,10 @@ package mlx5
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
@@ -150,5 +152,35 @@ func BenchmarkMlx5PostRecv(b *testing.B) {
 	for b.Loop() {
 		qp.PostRecv(wrs)
 		qp.rq.tail.Store(qp.rq.head)
+	}
+}
+
+// BenchmarkMlx5PostSendInline posts signaled sends whose payload is
+// copied into the WQE (SendInline, as perftest's latency tools post small
+// messages), one per doorbell and sixteen per doorbell.
+func BenchmarkMlx5PostSendInline(b *testing.B) {
+	for _, size := range []int{8, 64, 200} {
+		for _, batch := range []int{1, 16} {
+			b.Run(fmt.Sprintf("size=%d/batch=%d", size, batch), func(b *testing.B) {
+				c, _ := testCtx(b)
+				qp := testQP(b, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 256})
+				payload := make([]byte, size)
+				addr := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(payload))))
+				wrs := make([]provider.SendWR, batch)
+				for i := range wrs {
+					wrs[i] = provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled | provider.SendInline,
+						SGL: []provider.SGE{{Addr: addr, Length: uint32(size), LKey: 1}}}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i += batch {
+					if _, err := qp.PostSend(wrs); err != nil {
+						b.Fatal(err)
+					}
+					qp.sq.tail.Store(qp.sq.head)
+				}
+				runtime.KeepAlive(payload)
+			})
+		}
 	}
 }

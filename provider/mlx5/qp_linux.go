@@ -264,8 +264,8 @@ var wqeOpcode = [32]uint8{
 }
 
 // PostSend writes each request into the send queue, then rings the
-// doorbell once for the batch. postPlain writes the plain requests, in
-// runs; postOneSend each of the others.
+// doorbell once for the batch. postPlain writes the plain requests
+// (inline ones among them), in runs; postOneSend each of the others.
 func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	var err error
 	n := 0
@@ -288,42 +288,67 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 
 // postPlain writes the WQEs of wrs' leading plain requests and returns
 // how many it wrote. A plain request has an opcode of
-// provider.PlainSendOps, no inline data, at most the QP's SGEs, at most
-// provider.MaxSendLength bytes and room in the queue, and its WQE ends
-// before the ring does. Its loop makes no call and writes the segments
-// a 64-bit store at a time: Go keeps nothing in registers across a call,
-// so a call a request would cost its arguments, a frame and reloads.
+// provider.PlainSendOps, at most the QP's SGEs, at most
+// provider.MaxSendLength bytes (with SendInline: at most the QP's inline
+// bytes, and not an RDMA read) and room in the queue, and its WQE ends
+// before the ring does. Its loop makes no call but to copy inline data,
+// and writes the segments a 64-bit store at a time: Go keeps nothing in
+// registers across a call, so a call a request would cost its
+// arguments, a frame and reloads.
 func (q *QP) postPlain(wrs []provider.SendWR) int {
 	sq := &q.sq
 	for n := range wrs {
 		wr := &wrs[n]
 		nsge := uint32(len(wr.SGL))
 		idx := sq.curPost & (sq.wqeCnt - 1)
-		// The WQE takes at most ctrl, raddr and the SGEs: 2+nsge segments.
-		if q.plainOps>>wr.Opcode&1 == 0 || wr.Flags&provider.SendInline != 0 || nsge > q.cap.MaxSendSGE ||
-			idx*sendWQEBB+(2+nsge)*segSize > uint32(len(sq.mem)) || sq.head-sq.tail.Load() >= sq.maxPost {
+		if q.plainOps>>wr.Opcode&1 == 0 || nsge > q.cap.MaxSendSGE || sq.head-sq.tail.Load() >= sq.maxPost {
 			return n
 		}
-		op := wr.Opcode & 31 // below 32, as plainOps says: the shifts below need no test
+		op := wr.Opcode & 31                        // below 32, as plainOps says: the shifts below need no test
+		room := uint32(len(sq.mem)) - idx*sendWQEBB // bytes before the ring's end
 		wqe := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.mem)), idx*sendWQEBB)
 		seg := unsafe.Add(wqe, ctrlSize)
-		if raddrOps>>op&1 != 0 {
-			storeBE64(unsafe.Add(seg, raddrAddr), wr.RemoteAddr)
-			storeBE64(unsafe.Add(seg, raddrRKey), uint64(wr.RKey)<<32) // and the reserved word
-			seg = unsafe.Add(seg, segSize)
-		}
-		var length uint64
-		for _, s := range wr.SGL {
-			if s.Length == 0 {
-				continue // the device takes no empty segment
+		if wr.Flags&provider.SendInline == 0 {
+			// At most ctrl, raddr and the SGEs: 2+nsge segments.
+			if (2+nsge)*segSize > room {
+				return n
 			}
-			length += uint64(s.Length)
-			storeBE64(unsafe.Add(seg, dataByteCount), uint64(s.Length)<<32|uint64(s.LKey))
-			storeBE64(unsafe.Add(seg, dataAddr), s.Addr)
-			seg = unsafe.Add(seg, segSize)
-		}
-		if length > provider.MaxSendLength {
-			return n // postOneSend refuses it, with nothing published
+			if raddrOps>>op&1 != 0 {
+				storeBE64(unsafe.Add(seg, raddrAddr), wr.RemoteAddr)
+				storeBE64(unsafe.Add(seg, raddrRKey), uint64(wr.RKey)<<32) // and the reserved word
+				seg = unsafe.Add(seg, segSize)
+			}
+			var length uint64
+			for _, s := range wr.SGL {
+				if s.Length == 0 {
+					continue // the device takes no empty segment
+				}
+				length += uint64(s.Length)
+				storeBE64(unsafe.Add(seg, dataByteCount), uint64(s.Length)<<32|uint64(s.LKey))
+				storeBE64(unsafe.Add(seg, dataAddr), s.Addr)
+				seg = unsafe.Add(seg, segSize)
+			}
+			if length > provider.MaxSendLength {
+				return n // postOneSend refuses it, with nothing published
+			}
+		} else {
+			var length uint64
+			for _, s := range wr.SGL {
+				length += uint64(s.Length)
+			}
+			// ctrl, raddr and the inline segment: its header and the
+			// bytes, padded to a segment.
+			size := (inlineHeader + uint32(length) + segSize - 1) &^ (segSize - 1)
+			if op == provider.WRRDMARead || length > uint64(q.cap.MaxInlineData) || 2*segSize+size > room {
+				return n
+			}
+			if raddrOps>>op&1 != 0 {
+				storeBE64(unsafe.Add(seg, raddrAddr), wr.RemoteAddr)
+				storeBE64(unsafe.Add(seg, raddrRKey), uint64(wr.RKey)<<32)
+				seg = unsafe.Add(seg, segSize)
+			}
+			putInline(seg, wr.SGL, uint32(length), size)
+			seg = unsafe.Add(seg, size)
 		}
 		ds := uint32(uintptr(seg)-uintptr(wqe)) / segSize
 		var imm uint32
@@ -341,6 +366,19 @@ func (q *QP) postPlain(wrs []provider.SendWR) int {
 		sq.head++
 	}
 	return len(wrs)
+}
+
+// putInline writes an inline data segment of size bytes at p, which the
+// ring holds whole: the byte count with the inline bit, the SGEs' bytes
+// (length in all), and zeros to the end.
+func putInline(p unsafe.Pointer, sgl []provider.SGE, length, size uint32) {
+	b := unsafe.Slice((*byte)(p), size)
+	be.PutUint32(b, length|inlineSeg)
+	dst := b[inlineHeader:]
+	for _, s := range sgl {
+		dst = dst[copy(dst, userBytes(s.Addr, s.Length)):]
+	}
+	clear(dst)
 }
 
 // storeBE64 stores v big-endian at p: one 8-byte store of the swapped
