@@ -863,6 +863,9 @@ var mlx5Unit = map[string]string{
 	"Mlx5PollEmpty": "ns per empty poll", "Mlx5ReqNotify": "ns per arm",
 	"Mlx5PollCQE/batch=1": "ns per CQE", "Mlx5PollCQE/batch=16": "ns per CQE", "Mlx5PollCQE/batch=64": "ns per CQE",
 	"Mlx5PostSend/batch=1": "ns per WQE", "Mlx5PostSend/batch=16": "ns per WQE", "Mlx5PostRecv": "ns per WQE",
+	"Mlx5PostSendInline/size=8/batch=1": "ns per WQE", "Mlx5PostSendInline/size=8/batch=16": "ns per WQE",
+	"Mlx5PostSendInline/size=64/batch=1": "ns per WQE", "Mlx5PostSendInline/size=64/batch=16": "ns per WQE",
+	"Mlx5PostSendInline/size=200/batch=1": "ns per WQE", "Mlx5PostSendInline/size=200/batch=16": "ns per WQE",
 }
 
 // mlx5Table turns go test's output into Markdown.
