@@ -184,3 +184,28 @@ func BenchmarkMlx5PostSendInline(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMlx5PostSendUD posts signaled UD sends of one SGE, each with
+// its address vector, one per doorbell and sixteen per doorbell.
+func BenchmarkMlx5PostSendUD(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			c, _ := testCtx(b)
+			qp := testQP(b, c, uapi.IB_UVERBS_QPT_UD, kverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
+			ah := &provider.AHRef{AH: &AH{}}
+			wrs := make([]provider.SendWR, batch)
+			for i := range wrs {
+				wrs[i] = provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled,
+					SGL: []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}, AH: ah, RemoteQPN: 0x42, RemoteQKey: 0x11111111}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				if _, err := qp.PostSend(wrs); err != nil {
+					b.Fatal(err)
+				}
+				qp.sq.tail.Store(qp.sq.head)
+			}
+		})
+	}
+}

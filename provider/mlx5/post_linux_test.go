@@ -36,12 +36,20 @@ func TestPostSendPlainRuns(t *testing.T) {
 	ops := []uint32{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm,
 		provider.WRRDMARead, provider.WRSendWithInv, provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd, 33}
 	cp := kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 4, MaxSendSGE: 4, MaxRecvSGE: 1, MaxInlineData: 60}
-	for _, typ := range []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC} {
+	ahs := []*provider.AHRef{nil, {AH: otherAH{}}}
+	for range 3 {
+		ah := &AH{}
+		for i := range ah.av {
+			ah.av[i] = byte(rand.Uint32())
+		}
+		ahs = append(ahs, &provider.AHRef{AH: ah})
+	}
+	for _, typ := range []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC, uapi.IB_UVERBS_QPT_UD} {
 		for _, sigAll := range []bool{false, true} {
 			name := fmt.Sprintf("type %d sigAll %v", typ, sigAll)
 			c, _ := testCtx(t)
 			fast, checked := testQP(t, c, typ, cp), testQP(t, c, typ, cp)
-			checked.plainOps = 0
+			checked.plainOps, checked.fastOps = 0, 0
 			for _, q := range []*QP{fast, checked} {
 				q.sigAll = sigAll
 				if sigAll {
@@ -59,6 +67,11 @@ func TestPostSendPlainRuns(t *testing.T) {
 					wr.Flags = uint32(rng.IntN(8))
 					wr.Imm, wr.RemoteAddr, wr.RKey = rng.Uint32(), rng.Uint64(), rng.Uint32()
 					wr.CompareAdd, wr.Swap = rng.Uint64(), rng.Uint64()
+					wr.AH, wr.RemoteQPN, wr.RemoteQKey = ahs[rng.IntN(len(ahs))], rng.Uint32(), rng.Uint32()
+					if typ == uapi.IB_UVERBS_QPT_UD && rng.IntN(5) != 0 { // mostly what UD takes
+						wr.Opcode = []uint32{provider.WRSend, provider.WRSendWithImm}[rng.IntN(2)]
+						wr.AH = ahs[2+rng.IntN(len(ahs)-2)]
+					}
 					wr.SGL = make([]provider.SGE, rng.IntN(6)) // five: more than the QP takes
 					for k := range wr.SGL {
 						wr.SGL[k] = provider.SGE{Addr: base + uint64(rng.IntN(64)), Length: uint32(rng.IntN(40)), LKey: rng.Uint32()}
@@ -78,7 +91,7 @@ func TestPostSendPlainRuns(t *testing.T) {
 					if wr.Opcode == provider.WRAtomicCmpSwp || wr.Opcode == provider.WRAtomicFetchAdd {
 						wr.SGL = []provider.SGE{{Addr: base, Length: 8, LKey: 1}}
 					}
-					if wr.Opcode != 33 && wr.Flags&provider.SendInline == 0 && len(wr.SGL) <= 4 {
+					if fast.fastOps>>wr.Opcode&1 != 0 && len(wr.SGL) <= 4 {
 						plain++
 					}
 				}
@@ -125,6 +138,12 @@ func TestPostSendPlainRuns(t *testing.T) {
 		}
 	}
 }
+
+// otherAH is an address handle of another provider.
+type otherAH struct{}
+
+func (otherAH) Handle() uint32 { return 0 }
+func (otherAH) Destroy() error { return nil }
 
 // sameRefusal reports whether PostSend's errors on the two QPs agree. A
 // request both over the length limit and facing a full queue may be

@@ -98,6 +98,7 @@ type QP struct {
 	sigAll   bool           // every send WQE asks for a CQE
 	sigFlag  uint8          // ctrlCQUpdate where sigAll
 	plainOps uint32         // provider.PlainSendOps(typ)
+	fastOps  uint32         // the opcodes postPlain takes: plainOps, or UD's sends
 }
 
 // CreateQP sizes and allocates the queues, then creates the QP in the
@@ -147,6 +148,10 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 // newQP sizes and allocates a QP's queues and doorbell record.
 func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) {
 	q := &QP{ctx: c, typ: typ, sigAll: sigAll, plainOps: provider.PlainSendOps(typ)}
+	q.fastOps = q.plainOps
+	if typ == uapi.IB_UVERBS_QPT_UD {
+		q.fastOps = 1<<provider.WRSend | 1<<provider.WRSendWithImm
+	}
 	if sigAll {
 		q.sigFlag = ctrlCQUpdate
 	}
@@ -287,27 +292,46 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 }
 
 // postPlain writes the WQEs of wrs' leading plain requests and returns
-// how many it wrote. A plain request has an opcode of
-// provider.PlainSendOps, at most the QP's SGEs, at most
-// provider.MaxSendLength bytes (with SendInline: at most the QP's inline
-// bytes, and not an RDMA read) and room in the queue, and its WQE ends
-// before the ring does. Its loop makes no call but to copy inline data,
-// and writes the segments a 64-bit store at a time: Go keeps nothing in
-// registers across a call, so a call a request would cost its
-// arguments, a frame and reloads.
+// how many it wrote. A plain request has an opcode of q.fastOps
+// (provider.PlainSendOps, or a send on UD, with an address handle of this
+// device), at most the QP's SGEs, at most provider.MaxSendLength bytes
+// (with SendInline: at most the QP's inline bytes, and not an RDMA read)
+// and room in the queue, and its WQE ends before the ring does. Its loop
+// makes no call but to copy inline data, and writes the segments a 64-bit
+// store at a time: Go keeps nothing in registers across a call, so a call
+// a request would cost its arguments, a frame and reloads.
 func (q *QP) postPlain(wrs []provider.SendWR) int {
 	sq := &q.sq
 	for n := range wrs {
 		wr := &wrs[n]
 		nsge := uint32(len(wr.SGL))
 		idx := sq.curPost & (sq.wqeCnt - 1)
-		if q.plainOps>>wr.Opcode&1 == 0 || nsge > q.cap.MaxSendSGE || sq.head-sq.tail.Load() >= sq.maxPost {
+		if q.fastOps>>wr.Opcode&1 == 0 || nsge > q.cap.MaxSendSGE || sq.head-sq.tail.Load() >= sq.maxPost {
 			return n
 		}
-		op := wr.Opcode & 31                        // below 32, as plainOps says: the shifts below need no test
+		op := wr.Opcode & 31                        // below 32, as fastOps says: the shifts below need no test
 		room := uint32(len(sq.mem)) - idx*sendWQEBB // bytes before the ring's end
 		wqe := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.mem)), idx*sendWQEBB)
 		seg := unsafe.Add(wqe, ctrlSize)
+		if q.ud {
+			// The datagram segment: the AH's address vector, with the
+			// request's Q_Key and destination QP.
+			var ah *AH
+			if wr.AH != nil {
+				ah, _ = wr.AH.AH.(*AH)
+			}
+			if ah == nil || ctrlSize+avSize > room {
+				return n // postOneSend refuses it, or wraps it
+			}
+			av := &ah.av
+			storeBE64(unsafe.Add(seg, avQKey), uint64(wr.RemoteQKey)<<32|uint64(be.Uint32(av[avQKey+4:])))
+			storeBE64(unsafe.Add(seg, avDQPDCT), uint64(wr.RemoteQPN&0xffffff|extendedUDAV)<<32|uint64(be.Uint32(av[avDQPDCT+4:])))
+			for i := 16; i < avSize; i += 8 {
+				*(*uint64)(unsafe.Add(seg, i)) = binary.NativeEndian.Uint64(av[i:])
+			}
+			seg = unsafe.Add(seg, avSize)
+			room -= avSize - segSize // the room checks below allow one segment for a header
+		}
 		if wr.Flags&provider.SendInline == 0 {
 			// At most ctrl, raddr and the SGEs: 2+nsge segments.
 			if (2+nsge)*segSize > room {

@@ -811,7 +811,7 @@ func TestPostSendPlainPath(t *testing.T) {
 			}
 			c, _ := testCtx(t)
 			plain, checked := testQP(t, c, typ, cp), testQP(t, c, typ, cp)
-			checked.plainOps = 0
+			checked.plainOps, checked.fastOps = 0, 0
 			wr := provider.SendWR{WRID: 42, Opcode: op, Flags: provider.SendSignaled, SGL: sgl,
 				Imm: 0x01020304, RemoteAddr: 0xabcd000, RKey: 99}
 			for _, q := range []*QP{plain, checked} {
