@@ -695,7 +695,7 @@ func (w *wqeWriter) segs(n int) segRun {
 type segRun struct{ w wqeWriter }
 
 func (r segRun) at(off int) []byte {
-	p := (r.w.off + off) % len(r.w.ring)
+	p := (r.w.off + off) & (len(r.w.ring) - 1) // the ring's size is a power of two: a mask, not a division
 	return r.w.ring[p:]
 }
 
