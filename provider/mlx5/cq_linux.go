@@ -393,11 +393,8 @@ func (q *CQ) ReqNotify(solicitedOnly bool) error {
 	}
 	arm := (q.armSN&3)<<28 | cmd | q.ci&0xffffff
 	storeBE32(unsafe.Add(q.db, dbrecArm), arm)
-	var b [8]byte
-	binary.BigEndian.PutUint32(b[0:], arm)
-	binary.BigEndian.PutUint32(b[4:], q.cqn)
 	wcFence()
-	mmioStore64(unsafe.Add(q.ctx.cqUAR.base, cqDoorbell), binary.NativeEndian.Uint64(b[:]))
+	mmioStore64(unsafe.Add(q.ctx.cqUAR.base, cqDoorbell), beWord64(uint64(arm)<<32|uint64(q.cqn)))
 	wcFence()
 	return nil
 }
@@ -594,7 +591,8 @@ func retire(r *cqRing) {
 // sync/atomic's Store would be an XCHG, a locked instruction each poll
 // and post. Elsewhere it is sync/atomic's Store (STLR on arm64).
 func storeBE32(p unsafe.Pointer, v uint32) {
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], v)
-	release.Store32((*atomic.Uint32)(p), binary.NativeEndian.Uint32(b[:]))
+	if !hostBigEndian {
+		v = bits.ReverseBytes32(v) // one BSWAP: a PutUint32 into bytes read back natively compiled to shifts and ORs
+	}
+	release.Store32((*atomic.Uint32)(p), v)
 }

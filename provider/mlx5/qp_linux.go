@@ -409,11 +409,15 @@ func putInline(p unsafe.Pointer, sgl []provider.SGE, length, size uint32) {
 // word. (binary.BigEndian.PutUint64 into the ring splits its store into
 // byte and halfword stores where the compiler knows some of v's bytes are
 // zero, as it does for most ctrl and data segment words.)
-func storeBE64(p unsafe.Pointer, v uint64) {
+func storeBE64(p unsafe.Pointer, v uint64) { *(*uint64)(p) = beWord64(v) }
+
+// beWord64 returns the native word whose bytes in memory are v's,
+// big-endian: v itself, or v byte-swapped (one BSWAP).
+func beWord64(v uint64) uint64 {
 	if !hostBigEndian {
-		v = bits.ReverseBytes64(v)
+		return bits.ReverseBytes64(v)
 	}
-	*(*uint64)(p) = v
+	return v
 }
 
 // Which opcodes (bits by provider.WR*) carry a remote address segment, and
