@@ -95,16 +95,37 @@ func BenchmarkMlx5PollRingCQE(b *testing.B) {
 	}
 }
 
+// BenchmarkMlx5PollRecvCQE is BenchmarkMlx5PollCQE with receive
+// completions (a send received, with its byte count): the other half of
+// every exchange, decoded out of line (decodeCQE).
+func BenchmarkMlx5PollRecvCQE(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			_, q, _ := benchRig(b)
+			drainBenchOf(b, q, batch, q.Poll, func(i uint32) cqeFields {
+				return cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(i), byteCnt: 64}
+			})
+		})
+	}
+}
+
 // drainBench fills q's ring with send completions of one QP and drains it
 // with poll in batches, once per iteration, timing the drains only.
 func drainBench(b *testing.B, q *CQ, batch int, poll func([]cq.WC) int) {
+	drainBenchOf(b, q, batch, poll, func(i uint32) cqeFields {
+		return cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(i)}
+	})
+}
+
+// drainBenchOf is drainBench with the CQEs that fields(i) describes.
+func drainBenchOf(b *testing.B, q *CQ, batch int, poll func([]cq.WC) int, fields func(i uint32) cqeFields) {
 	wcs := make([]cq.WC, batch)
 	b.ReportAllocs()
 	var took time.Duration
 	cqes := 0
 	for b.Loop() {
 		for i := uint32(0); i < q.ncqe; i++ {
-			writeCQE(q.buf, q.ncqe, 64, q.ci+i, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(i)})
+			writeCQE(q.buf, q.ncqe, 64, q.ci+i, fields(i))
 		}
 		start := time.Now()
 		for left := int(q.ncqe); left > 0; {

@@ -300,9 +300,13 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 			w := &wcs[n]
 			n++
 			var ok bool
-			if c[cqeOpOwn]&^(1<<cqeFormatShift-1) == cqeReq<<cqeOpcodeShift { // opcode and format
+			switch op := c[cqeOpOwn] &^ (1<<cqeFormatShift - 1); { // opcode and format
+			case op == cqeReq<<cqeOpcodeShift:
 				ok = decodeReq(w, c, qpn) // a requester's, the commonest: inline
-			} else {
+			case op == cqeRespSend<<cqeOpcodeShift && !qp.ud:
+				decodeRecv(w, c, qpn) // a send received, the next commonest
+				ok = true
+			default:
 				ok = decodeCQE(w, c, qp.ud)
 			}
 			switch {

@@ -109,6 +109,16 @@ func decodeCQE(w *cq.WC, c *cqe64, ud bool) bool {
 	return false
 }
 
+// decodeRecv is decodeCQE for a plain send received (opcode cqeRespSend,
+// format 0) by QP qpn, not a UD QP's: small enough for the compiler to
+// inline into Poll, as decodeReq.
+func decodeRecv(w *cq.WC, c *cqe64, qpn uint32) {
+	*w = cq.WC{QPNum: qpn, Opcode: cq.OpRecv, ByteLen: be.Uint32(c[cqeByteCnt:])}
+	if c[cqeFlagsRQPN]>>4&3 != 0 { // flags_rqpn's top byte: the GRH bits
+		w.Flags = cq.WithGRH
+	}
+}
+
 // decodeReq is decodeCQE for a requester CQE (opcode cqeReq, format 0) of
 // QP qpn: the WQE's opcode says what completed. Small enough for the
 // compiler to inline into Poll, which takes these, the commonest
