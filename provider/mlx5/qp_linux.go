@@ -332,15 +332,15 @@ func (q *QP) postPlain(wrs []provider.SendWR) int {
 			seg = unsafe.Add(seg, avSize)
 			room -= avSize - segSize // the room checks below allow one segment for a header
 		}
+		if raddrOps>>op&1 != 0 { // in the first block: in the ring, published or not
+			storeBE64(unsafe.Add(seg, raddrAddr), wr.RemoteAddr)
+			storeBE64(unsafe.Add(seg, raddrRKey), uint64(wr.RKey)<<32) // and the reserved word
+			seg = unsafe.Add(seg, segSize)
+		}
 		if wr.Flags&provider.SendInline == 0 {
 			// At most ctrl, raddr and the SGEs: 2+nsge segments.
 			if (2+nsge)*segSize > room {
 				return n
-			}
-			if raddrOps>>op&1 != 0 {
-				storeBE64(unsafe.Add(seg, raddrAddr), wr.RemoteAddr)
-				storeBE64(unsafe.Add(seg, raddrRKey), uint64(wr.RKey)<<32) // and the reserved word
-				seg = unsafe.Add(seg, segSize)
 			}
 			var length uint64
 			for _, s := range wr.SGL {
@@ -365,11 +365,6 @@ func (q *QP) postPlain(wrs []provider.SendWR) int {
 			size := (inlineHeader + uint32(length) + segSize - 1) &^ (segSize - 1)
 			if op == provider.WRRDMARead || length > uint64(q.cap.MaxInlineData) || 2*segSize+size > room {
 				return n
-			}
-			if raddrOps>>op&1 != 0 {
-				storeBE64(unsafe.Add(seg, raddrAddr), wr.RemoteAddr)
-				storeBE64(unsafe.Add(seg, raddrRKey), uint64(wr.RKey)<<32)
-				seg = unsafe.Add(seg, segSize)
 			}
 			putInline(seg, wr.SGL, uint32(length), size)
 			seg = unsafe.Add(seg, size)
