@@ -146,6 +146,7 @@ func TestPostBadInput(t *testing.T) {
 		{"too many SGEs", uverbs.SendWR{Opcode: uverbs.WRSend, SGL: tooMany}, unix.EINVAL},
 		{"inline too long", uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: []uverbs.SGE{mr.SGE(0, 4000)}}, unix.EINVAL},
 		{"unaligned atomic", uverbs.SendWR{Opcode: uverbs.WRAtomicFetchAdd, SGL: []uverbs.SGE{mr.SGE(0, 8)}, RemoteAddr: 3}, unix.EINVAL},
+		{"inline RDMA read", uverbs.SendWR{Opcode: uverbs.WRRDMARead, Flags: uverbs.SendInline, SGL: []uverbs.SGE{mr.SGE(0, 8)}}, unix.EINVAL},
 		{"unknown opcode", uverbs.SendWR{Opcode: 77}, unix.EOPNOTSUPP},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,6 +37,8 @@ const (
 	SendSolicited SendFlags = 1 << 2
 	// SendInline copies the payload into the work request at post time:
 	// the buffer is free again when PostSend returns, and needs no MR.
+	// Sends and RDMA writes only: an RDMA read or an atomic with it is
+	// refused (EINVAL).
 	SendInline SendFlags = 1 << 3
 )
 

@@ -62,6 +62,9 @@ func CheckSend(wr *SendWR, typ uint8, maxSGE, maxInline uint32) (uint64, error) 
 		if typ != uapi.IB_UVERBS_QPT_RC {
 			return 0, fmt.Errorf("RDMA read needs an RC QP: %w", unix.EINVAL)
 		}
+		if inline { // the SGEs are where the data goes: there is nothing to inline
+			return 0, fmt.Errorf("inline RDMA read: %w", unix.EINVAL)
+		}
 	case WRAtomicCmpSwp, WRAtomicFetchAdd:
 		if typ != uapi.IB_UVERBS_QPT_RC {
 			return 0, fmt.Errorf("atomics need an RC QP: %w", unix.EINVAL)

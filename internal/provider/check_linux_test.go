@@ -34,6 +34,8 @@ func TestCheckSend(t *testing.T) {
 		{"UD write", ud, SendWR{Opcode: WRRDMAWrite, SGL: sge(8)}, unix.EINVAL, 0},
 		{"UC write", uc, SendWR{Opcode: WRRDMAWriteWithImm, SGL: sge(8)}, nil, 8},
 		{"UC read", uc, SendWR{Opcode: WRRDMARead, SGL: sge(8)}, unix.EINVAL, 0},
+		{"read", rc, SendWR{Opcode: WRRDMARead, SGL: sge(8)}, nil, 8},
+		{"inline read", rc, SendWR{Opcode: WRRDMARead, Flags: SendInline, SGL: sge(8)}, unix.EINVAL, 0},
 		{"UC atomic", uc, SendWR{Opcode: WRAtomicFetchAdd, SGL: sge(8)}, unix.EINVAL, 0},
 		{"atomic", rc, SendWR{Opcode: WRAtomicCmpSwp, SGL: sge(8), RemoteAddr: 16}, nil, 8},
 		{"atomic short", rc, SendWR{Opcode: WRAtomicCmpSwp, SGL: sge(4), RemoteAddr: 16}, unix.EINVAL, 0},
