@@ -2,10 +2,8 @@ package mlx5
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
@@ -185,8 +183,12 @@ func BenchmarkMlx5PostSendInline(b *testing.B) {
 			b.Run(fmt.Sprintf("size=%d/batch=%d", size, batch), func(b *testing.B) {
 				c, _ := testCtx(b)
 				qp := testQP(b, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 256})
-				payload := make([]byte, size)
-				addr := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(payload))))
+				payload, err := allocDMA(4096) // outside the Go heap, as a registered buffer
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(payload.free)
+				addr := uint64(uintptr(payload.ptr()))
 				wrs := make([]provider.SendWR, batch)
 				for i := range wrs {
 					wrs[i] = provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled | provider.SendInline,
@@ -200,7 +202,6 @@ func BenchmarkMlx5PostSendInline(b *testing.B) {
 					}
 					qp.sq.tail.Store(qp.sq.head)
 				}
-				runtime.KeepAlive(payload)
 			})
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -28,11 +27,18 @@ import (
 // so WQEs that would pass the ring's end (which only postOneSend writes)
 // come up often.
 func TestPostSendPlainRuns(t *testing.T) {
-	payload := make([]byte, 256)
+	// The inline payloads: memory outside the Go heap, as a registered
+	// buffer would be (an SGE holds its address as a number, which keeps
+	// nothing alive, and a Go stack may move).
+	payload, err := allocDMA(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer payload.free()
 	for i := range payload {
 		payload[i] = byte(i)
 	}
-	base := uint64(uintptr(unsafe.Pointer(&payload[0])))
+	base := uint64(uintptr(payload.ptr()))
 	ops := []uint32{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm,
 		provider.WRRDMARead, provider.WRSendWithInv, provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd, 33}
 	cp := kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 4, MaxSendSGE: 4, MaxRecvSGE: 1, MaxInlineData: 60}

@@ -322,8 +322,15 @@ func TestPostSendWQE(t *testing.T) {
 	var ctrl uapi.Mlx5WqeCtrlSeg
 	var data uapi.Mlx5WqeDataSeg
 	var raddr uapi.Mlx5WqeRaddrSeg
-	payload := []byte("0123456789abcdefghijklmnopqrstuvwxyz0123456789")
-	addr := uint64(uintptr(unsafe.Pointer(&payload[0])))
+	// Outside the Go heap, as a registered buffer would be: the SGE holds
+	// its address as a number, and a Go stack may move.
+	payload, err := allocDMA(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer payload.free()
+	copy(payload, "0123456789abcdefghijklmnopqrstuvwxyz0123456789")
+	addr := uint64(uintptr(payload.ptr()))
 	sq := qp.sq.mem
 	// Post enough to wrap the ring: each WQE below is one or two blocks.
 	for i := 0; i < 3*int(qp.sq.wqeCnt); i++ {
