@@ -125,6 +125,7 @@ func TestCLIBinary(t *testing.T) {
 		{[]string{"link", "del"}, 2},
 		{[]string{"link", "del", "nosuch"}, 1},
 		{[]string{"perf", "-sysmon", "low"}, 2},
+		{[]string{"perf", "-I", "-2"}, 2},
 		{[]string{"pingpong", "-sysmon", "low"}, 2},
 	} {
 		cmd := exec.Command(bin, tc.args...)

@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/uapi"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -73,7 +74,7 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.depth, "q", 128, "send queue `depth` for the bandwidth tests")
 	fs.IntVar(&c.rx, "r", 512, "receives to post ahead (`depth` of the receive queue), as perftest's --rx-depth")
 	fs.IntVar(&c.cqMod, "Q", 100, "bandwidth tests: signal one send in `N` (and the last), as perftest's --cq-mod; left unset, messages over 8192 bytes signal every send, as perftest's do")
-	fs.IntVar(&c.inline, "I", 0, "send messages of up to `N` bytes inline (IBV_SEND_INLINE), as perftest's --inline_size; 0 is what perftest takes on rxe: it inlines only on devices it knows (236 bytes for send_lat, 220 for write_lat, none for the bandwidth tests), and rxe is not one of them")
+	fs.IntVar(&c.inline, "I", -1, "send messages of up to `N` bytes inline (IBV_SEND_INLINE), as perftest's --inline_size; -1: perftest's default for the device, which inlines only on devices it knows: on mlx5 (ConnectX-4 and later) 236 bytes for send_lat and 220 for write_lat, else 0 (the bandwidth tests, and rxe)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after the sides meet, before measuring (the Go runtime's sysmon settles; 0: none)")
 	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the timed loop: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller), nice (nice 19, nearly as good, a larger share) or normal; the default comes from GOVERBS_SYSMON if set")
@@ -97,7 +98,7 @@ func perf(out io.Writer, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.inline < 0 || c.port < 1 || c.port > 65535 || !validSysmon(c.sysmon) {
+	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.inline < -1 || c.port < 1 || c.port > 65535 || !validSysmon(c.sysmon) {
 		fs.Usage()
 		return 2
 	}
@@ -175,19 +176,41 @@ func (s *perfSide) close() {
 	}
 }
 
+// defaultInline is perftest's inline size for a latency or bandwidth test
+// on a device of the given driver (enum rdma_driver_id) when its
+// --inline_size is not given: perftest inlines only on devices it
+// recognises, and of those goverbs drives mlx5's (ConnectX-4 and later):
+// 236 bytes for RC send_lat, 220 for write_lat, none for the bandwidth
+// tests. rxe is not one of them.
+func defaultInline(driver uint32, test string) int {
+	if driver != uapi.RDMA_DRIVER_MLX5 {
+		return 0
+	}
+	switch test {
+	case "send_lat":
+		return 236
+	case "write_lat":
+		return 220
+	}
+	return 0
+}
+
 func runPerf(out io.Writer, c *perfConfig) error {
 	onePoller()
 	// perftest polls up to 16 completions a call (CTX_POLL_BATCH) where it
 	// takes more than one.
 	s := &perfSide{size: c.size, wcs: make([]cq.WC, 16)}
-	if c.size <= c.inline {
-		s.inline = uverbs.SendInline
-	}
 	defer s.close()
 	var err error
 	s.dev, err = openDevice(c.dev)
 	if err != nil {
 		return err
+	}
+	if c.inline < 0 {
+		c.inline = defaultInline(s.dev.Device().DriverID, c.test)
+	}
+	if c.size <= c.inline {
+		s.inline = uverbs.SendInline
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return err
