@@ -213,6 +213,22 @@ func BenchmarkMlx5PostSendUD(b *testing.B) {
 	}
 }
 
+// BenchmarkMlx5PostSendAtomic posts signaled atomics, compare-and-swap
+// and fetch-and-add in turn, one per doorbell and sixteen per doorbell.
+func BenchmarkMlx5PostSendAtomic(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			_, _, qp := benchRig(b)
+			wrs := make([]provider.SendWR, batch)
+			for i := range wrs {
+				wrs[i] = provider.SendWR{WRID: uint64(i), Opcode: provider.WRAtomicCmpSwp + uint32(i%2), Flags: provider.SendSignaled,
+					SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}, RemoteAddr: 0x2000, RKey: 2, CompareAdd: 3, Swap: 4}
+			}
+			postBench(b, qp, wrs)
+		})
+	}
+}
+
 // postBench posts wrs, one doorbell for them all, until b.N requests are
 // posted; the device "consumes" each batch at once.
 func postBench(b *testing.B, qp *QP, wrs []provider.SendWR) {

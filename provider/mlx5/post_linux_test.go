@@ -55,7 +55,7 @@ func TestPostSendPlainRuns(t *testing.T) {
 			name := fmt.Sprintf("type %d sigAll %v", typ, sigAll)
 			c, _ := testCtx(t)
 			fast, checked := testQP(t, c, typ, cp), testQP(t, c, typ, cp)
-			checked.plainOps, checked.fastOps = 0, 0
+			checked.plainOps, checked.fastOps, checked.atomics = 0, 0, 0
 			for _, q := range []*QP{fast, checked} {
 				q.sigAll = sigAll
 				if sigAll {
@@ -63,7 +63,7 @@ func TestPostSendPlainRuns(t *testing.T) {
 				}
 			}
 			rng := rand.New(rand.NewPCG(uint64(typ), 1))
-			plain := 0
+			plain, atomics := 0, 0
 			for round := range 2000 {
 				wrs := make([]provider.SendWR, 1+rng.IntN(5))
 				for i := range wrs {
@@ -94,8 +94,20 @@ func TestPostSendPlainRuns(t *testing.T) {
 							wr.SGL[k].Length %= 16
 						}
 					}
-					if wr.Opcode == provider.WRAtomicCmpSwp || wr.Opcode == provider.WRAtomicFetchAdd {
-						wr.SGL = []provider.SGE{{Addr: base, Length: 8, LKey: 1}}
+					if (wr.Opcode == provider.WRAtomicCmpSwp || wr.Opcode == provider.WRAtomicFetchAdd) && rng.IntN(4) != 0 {
+						// Mostly what an atomic takes: 8 bytes or more, at an
+						// aligned remote address, not inline.
+						wr.SGL = []provider.SGE{{Addr: base + uint64(rng.IntN(8)), Length: 8 + uint32(rng.IntN(3)), LKey: rng.Uint32()}}
+						switch rng.IntN(6) {
+						case 0, 1:
+							wr.SGL = append(wr.SGL, provider.SGE{Addr: base, Length: uint32(rng.IntN(3)) << 30, LKey: rng.Uint32()})
+						case 2: // the most one request carries, and more
+							wr.SGL[0].Length = provider.MaxSendLength - 1 + uint32(rng.IntN(3))
+						}
+						wr.RemoteAddr &^= 7
+						if rng.IntN(8) != 0 {
+							wr.Flags &^= provider.SendInline
+						}
 					}
 					if fast.fastOps>>wr.Opcode&1 != 0 && len(wr.SGL) <= 4 {
 						plain++
@@ -107,15 +119,24 @@ func TestPostSendPlainRuns(t *testing.T) {
 				if n1 != n2 || !sameRefusal(err1, err2) {
 					t.Fatalf("%s round %d: PostSend = %d, %v; checked %d, %v\n%+v", name, round, n1, err1, n2, err2, wrs)
 				}
+				for _, wr := range wrs[:n1] {
+					if wr.Opcode == provider.WRAtomicCmpSwp || wr.Opcode == provider.WRAtomicFetchAdd {
+						atomics++
+					}
+				}
 				// The WQEs published, each as far as its ctrl segment's size
 				// says: the device reads no more. (Both paths leave bytes in
 				// slots they do not publish when they refuse a request.)
-				for at := start; at != fast.sq.curPost; {
+				at := start
+				for int32(fast.sq.curPost-at) > 0 {
 					a, b := wqeBytes(fast, at), wqeBytes(checked, at)
 					if !bytes.Equal(a, b) {
 						t.Fatalf("%s round %d: the WQE at %d\n%x\nchecked\n%x\n%+v", name, round, at, a, b, wrs)
 					}
-					at += uint32(len(a)+sendWQEBB-1) / sendWQEBB
+					at += uint32(max(len(a), 1)+sendWQEBB-1) / sendWQEBB
+				}
+				if at != fast.sq.curPost {
+					t.Fatalf("%s round %d: the WQEs' sizes take the queue from %d to %d, not to %d", name, round, start, at, fast.sq.curPost)
 				}
 				if a, b := dbWord(fast.db, dbrecSend), dbWord(checked.db, dbrecSend); a != b {
 					t.Fatalf("%s round %d: doorbell records %d, checked %d", name, round, a, b)
@@ -138,8 +159,8 @@ func TestPostSendPlainRuns(t *testing.T) {
 					checked.sq.tail.Store(checked.sq.head)
 				}
 			}
-			if fast.sq.head < 1000 || plain < 2000 {
-				t.Errorf("%s: %d WQEs posted, %d plain requests offered: the mix does not exercise the paths", name, fast.sq.head, plain)
+			if fast.sq.head < 1000 || plain < 2000 || typ == uapi.IB_UVERBS_QPT_RC && atomics < 200 {
+				t.Errorf("%s: %d WQEs posted (%d atomics), %d plain requests offered: the mix does not exercise the paths", name, fast.sq.head, atomics, plain)
 			}
 		}
 	}

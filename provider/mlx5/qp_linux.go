@@ -99,6 +99,7 @@ type QP struct {
 	sigFlag  uint8          // ctrlCQUpdate where sigAll
 	plainOps uint32         // provider.PlainSendOps(typ)
 	fastOps  uint32         // the opcodes postPlain takes: plainOps, or UD's sends
+	atomics  uint32         // the opcodes postAtomics takes: RC's atomics, or none
 }
 
 // CreateQP sizes and allocates the queues, then creates the QP in the
@@ -148,8 +149,10 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 // newQP sizes and allocates a QP's queues and doorbell record.
 func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) {
 	q := &QP{ctx: c, typ: typ, sigAll: sigAll, plainOps: provider.PlainSendOps(typ)}
-	q.fastOps = q.plainOps
-	if typ == uapi.IB_UVERBS_QPT_UD {
+	switch q.fastOps = q.plainOps; typ {
+	case uapi.IB_UVERBS_QPT_RC:
+		q.atomics = atomicOps
+	case uapi.IB_UVERBS_QPT_UD:
 		q.fastOps = 1<<provider.WRSend | 1<<provider.WRSendWithImm
 	}
 	if sigAll {
@@ -270,7 +273,9 @@ var wqeOpcode = [32]uint8{
 
 // PostSend writes each request into the send queue, then rings the
 // doorbell once for the batch. postPlain writes the plain requests
-// (inline ones among them), in runs; postOneSend each of the others.
+// (inline ones among them) and postAtomics the atomics, in runs;
+// postOneSend each of the others: a WQE that would pass the ring's end,
+// and what it refuses.
 func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	var err error
 	n := 0
@@ -278,6 +283,12 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		n += q.postPlain(wrs[n:])
 		if n == len(wrs) {
 			break
+		}
+		if m := q.postAtomics(wrs[n:]); m > 0 {
+			if n += m; n == len(wrs) {
+				break
+			}
+			continue
 		}
 		if err = q.postOneSend(&wrs[n]); err != nil {
 			err = fmt.Errorf("work request %d: %w", n, err)
@@ -387,6 +398,50 @@ func (q *QP) postPlain(wrs []provider.SendWR) int {
 	return len(wrs)
 }
 
+// postAtomics writes the WQEs of wrs' leading atomics, as postPlain does
+// plain requests, and returns how many it wrote. It takes an atomic on an
+// RC QP (q.atomics) with one SGE of at least 8 bytes (and at most
+// provider.MaxSendLength), an 8-aligned remote address, no SendInline and
+// room in the queue; postOneSend posts what else provider.CheckSend lets
+// through (more SGEs) and refuses the rest. Its own loop, not a branch of
+// postPlain's: there, the atomics' segments cost the common requests'
+// loop registers, six instructions a send counted. An atomic's WQE (ctrl,
+// raddr, atomic and one data segment, to which the device writes the
+// 8-byte original value) is one basic block, so it never passes the
+// ring's end; and a QP takes at least one SGE (size).
+func (q *QP) postAtomics(wrs []provider.SendWR) int {
+	sq := &q.sq
+	for n := range wrs {
+		wr := &wrs[n]
+		if q.atomics>>wr.Opcode&1 == 0 || len(wr.SGL) != 1 || wr.SGL[0].Length-8 > provider.MaxSendLength-8 ||
+			wr.RemoteAddr&7 != 0 || wr.Flags&provider.SendInline != 0 || sq.head-sq.tail.Load() >= sq.maxPost {
+			return n
+		}
+		sge := &wr.SGL[0]
+		idx := sq.curPost & (sq.wqeCnt - 1)
+		wqe := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.mem)), idx*sendWQEBB)
+		swapAdd, compare := wr.CompareAdd, uint64(0) // fetch and add
+		if wr.Opcode == provider.WRAtomicCmpSwp {
+			swapAdd, compare = wr.Swap, wr.CompareAdd
+		}
+		const ds = 4
+		storeBE64(unsafe.Add(wqe, ctrlOpmodIdxOpcode), uint64((sq.curPost&0xffff)<<8|uint32(wqeOpcode[wr.Opcode&31]))<<32|uint64(q.k.QPN<<8|ds))
+		storeBE64(unsafe.Add(wqe, ctrlSignature), uint64(ctrlFlags[wr.Flags&7]|q.sigFlag)<<32)
+		storeBE64(unsafe.Add(wqe, segSize+raddrAddr), wr.RemoteAddr)
+		storeBE64(unsafe.Add(wqe, segSize+raddrRKey), uint64(wr.RKey)<<32) // and the reserved word
+		storeBE64(unsafe.Add(wqe, 2*segSize+atomicSwapAdd), swapAdd)
+		storeBE64(unsafe.Add(wqe, 2*segSize+atomicCompare), compare)
+		storeBE64(unsafe.Add(wqe, 3*segSize+dataByteCount), 8<<32|uint64(sge.LKey))
+		storeBE64(unsafe.Add(wqe, 3*segSize+dataAddr), sge.Addr)
+		q.bfWord = *(*uint64)(wqe)
+		sq.wrid[idx] = wr.WRID
+		sq.wqeHead[idx] = sq.head
+		sq.curPost += ds * segSize / sendWQEBB
+		sq.head++
+	}
+	return len(wrs)
+}
+
 // putInline writes an inline data segment of size bytes at p, which the
 // ring holds whole: the byte count with the inline bit, the SGEs' bytes
 // (length in all), and zeros to the end.
@@ -415,11 +470,13 @@ func beWord64(v uint64) uint64 {
 	return v
 }
 
-// Which opcodes (bits by provider.WR*) carry a remote address segment, and
-// which carry the ctrl segment's immediate (or the rkey to invalidate).
+// Which opcodes (bits by provider.WR*) carry a remote address segment
+// (besides the atomics), which carry the ctrl segment's immediate (or the
+// rkey to invalidate), and which are atomics.
 const (
-	raddrOps = 1<<provider.WRRDMAWrite | 1<<provider.WRRDMAWriteWithImm | 1<<provider.WRRDMARead
-	immOps   = 1<<provider.WRSendWithImm | 1<<provider.WRRDMAWriteWithImm | 1<<provider.WRSendWithInv
+	raddrOps  = 1<<provider.WRRDMAWrite | 1<<provider.WRRDMAWriteWithImm | 1<<provider.WRRDMARead
+	immOps    = 1<<provider.WRSendWithImm | 1<<provider.WRRDMAWriteWithImm | 1<<provider.WRSendWithInv
+	atomicOps = 1<<provider.WRAtomicCmpSwp | 1<<provider.WRAtomicFetchAdd
 )
 
 // ctrlFlags maps a request's fence, signaled and solicited flags (the low

@@ -464,6 +464,7 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	wcs := make([]cq.WC, 16)
 	swr := []provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
 	rwr := []provider.RecvWR{{SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
+	awr := []provider.SendWR{{Opcode: provider.WRAtomicFetchAdd, SGL: swr[0].SGL, RemoteAddr: 0x2000, CompareAdd: 1}}
 	for name, f := range map[string]func(){
 		"poll empty": func() { q.Poll(wcs) },
 		"poll one": func() {
@@ -479,7 +480,13 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 		},
 		"req notify": func() { q.ReqNotify(false) },
 		"post send":  func() { qp.PostSend(swr); qp.sq.tail.Store(qp.sq.head) },
-		"post recv":  func() { qp.PostRecv(rwr); qp.rq.tail.Store(qp.rq.head) },
+		"post atomic": func() {
+			if _, err := qp.PostSend(awr); err != nil {
+				t.Error(err)
+			}
+			qp.sq.tail.Store(qp.sq.head)
+		},
+		"post recv": func() { qp.PostRecv(rwr); qp.rq.tail.Store(qp.rq.head) },
 	} {
 		if a := testing.AllocsPerRun(100, f); a != 0 {
 			t.Errorf("%s allocates %.1f times", name, a)

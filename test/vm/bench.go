@@ -868,6 +868,7 @@ var mlx5Unit = map[string]string{
 	"Mlx5PostSendInline/size=200/batch=1": "ns per WQE", "Mlx5PostSendInline/size=200/batch=16": "ns per WQE",
 	"Mlx5PostSendUD/batch=1": "ns per WQE", "Mlx5PostSendUD/batch=16": "ns per WQE",
 	"Mlx5PollRecvCQE/batch=1": "ns per CQE", "Mlx5PollRecvCQE/batch=16": "ns per CQE",
+	"Mlx5PostSendAtomic/batch=1": "ns per WQE", "Mlx5PostSendAtomic/batch=16": "ns per WQE",
 }
 
 // mlx5Table turns go test's output into Markdown.
