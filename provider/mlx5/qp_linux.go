@@ -498,6 +498,18 @@ var ctrlFlags = func() (t [8]uint8) {
 
 // ringSend publishes the posted WQEs: the doorbell record, after the WQEs
 // are in memory, then the 8-byte doorbell with the last WQE's first bytes.
+//
+// The doorbell always goes to the same half of the blue-flame register,
+// with no lock beside the QP's own, though a context's QPs share the
+// register. rdma-core and UCX alternate between the register's halves
+// after every doorbell, which their blue-flame copies (a whole WQE
+// written into the register) need; a doorbell alone names its QP and its
+// WQE counter in one 8-byte store, and the kernel's own mlx5 Ethernet
+// driver rings its send queues' doorbells so (mlx5e_notify_hw: one
+// register for the queues of every CPU, one offset, no lock). The fence
+// after the store, which rdma-core also takes, empties the CPU's
+// write-combining buffer before the QP's lock is given back, so two
+// doorbells of one QP reach the device in order.
 func (q *QP) ringSend() {
 	if raceBuild {
 		q.sq.pub.Store(q.sq.head)
