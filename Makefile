@@ -19,7 +19,7 @@ CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x l
 PORTPKGS    ?= ./uapi/ ./provider/... ./internal/transport/ ./internal/kverbs/ ./internal/netlink/ ./cq/ ./uverbs/ ./cmd/goverbs/
 # Every fuzz target (package:FuzzName): make fuzz runs each for FUZZTIME
 # (go test -fuzz takes one target per run), and fails on a Fuzz func not
-# listed here: add provider/mlx5's CQE parser targets when it has them.
+# listed here.
 # Their seed corpora (f.Add, testdata/fuzz/) also run in make unit.
 # One target for longer: make fuzz FUZZ_TARGETS=./provider/rxe:FuzzPoll FUZZTIME=10m
 # The default is a count of inputs, not a duration: go1.26's fuzz coordinator
@@ -29,7 +29,7 @@ PORTPKGS    ?= ./uapi/ ./provider/... ./internal/transport/ ./internal/kverbs/ .
 # make fuzz retries a target once when that bare error is all it printed.
 FUZZTIME    ?= 100000x
 FUZZ_ALL    := \
-	./provider/rxe:FuzzWC ./provider/rxe:FuzzPoll ./provider/rxe:FuzzConvertWC ./provider/mlx5:FuzzPoll \
+	./provider/rxe:FuzzWC ./provider/rxe:FuzzPoll ./provider/rxe:FuzzConvertWC ./provider/mlx5:FuzzPoll ./provider/mlx5:FuzzPostSend \
 	./internal/transport:FuzzCmd \
 	./internal/kverbs:FuzzExQueryDeviceResp ./internal/kverbs:FuzzGIDTable \
 	./uverbs:FuzzAsyncEvents ./uverbs:FuzzParseAsyncEvent ./uverbs:FuzzDeviceAttr ./uverbs:FuzzPortAttr \

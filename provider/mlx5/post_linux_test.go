@@ -53,15 +53,8 @@ func TestPostSendPlainRuns(t *testing.T) {
 	for _, typ := range []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC, uapi.IB_UVERBS_QPT_UD} {
 		for _, sigAll := range []bool{false, true} {
 			name := fmt.Sprintf("type %d sigAll %v", typ, sigAll)
-			c, _ := testCtx(t)
-			fast, checked := testQP(t, c, typ, cp), testQP(t, c, typ, cp)
-			checked.plainOps, checked.fastOps, checked.atomics = 0, 0, 0
-			for _, q := range []*QP{fast, checked} {
-				q.sigAll = sigAll
-				if sigAll {
-					q.sigFlag = ctrlCQUpdate
-				}
-			}
+			p := newPostPair(t, typ, sigAll, cp)
+			fast := p.fast
 			rng := rand.New(rand.NewPCG(uint64(typ), 1))
 			plain, atomics := 0, 0
 			for round := range 2000 {
@@ -113,50 +106,14 @@ func TestPostSendPlainRuns(t *testing.T) {
 						plain++
 					}
 				}
-				start := fast.sq.curPost
-				n1, err1 := fast.PostSend(wrs)
-				n2, err2 := checked.PostSend(wrs)
-				if n1 != n2 || !sameRefusal(err1, err2) {
-					t.Fatalf("%s round %d: PostSend = %d, %v; checked %d, %v\n%+v", name, round, n1, err1, n2, err2, wrs)
-				}
-				for _, wr := range wrs[:n1] {
+				n := p.post(t, fmt.Sprintf("%s round %d", name, round), wrs)
+				for _, wr := range wrs[:n] {
 					if wr.Opcode == provider.WRAtomicCmpSwp || wr.Opcode == provider.WRAtomicFetchAdd {
 						atomics++
 					}
 				}
-				// The WQEs published, each as far as its ctrl segment's size
-				// says: the device reads no more. (Both paths leave bytes in
-				// slots they do not publish when they refuse a request.)
-				at := start
-				for int32(fast.sq.curPost-at) > 0 {
-					a, b := wqeBytes(fast, at), wqeBytes(checked, at)
-					if !bytes.Equal(a, b) {
-						t.Fatalf("%s round %d: the WQE at %d\n%x\nchecked\n%x\n%+v", name, round, at, a, b, wrs)
-					}
-					at += uint32(max(len(a), 1)+sendWQEBB-1) / sendWQEBB
-				}
-				if at != fast.sq.curPost {
-					t.Fatalf("%s round %d: the WQEs' sizes take the queue from %d to %d, not to %d", name, round, start, at, fast.sq.curPost)
-				}
-				if a, b := dbWord(fast.db, dbrecSend), dbWord(checked.db, dbrecSend); a != b {
-					t.Fatalf("%s round %d: doorbell records %d, checked %d", name, round, a, b)
-				}
-				if a, b := *(*uint64)(fast.bf), *(*uint64)(checked.bf); a != b {
-					t.Fatalf("%s round %d: blue-flame words %#x, checked %#x", name, round, a, b)
-				}
-				type state struct {
-					CurPost, Head uint32
-					WRID          []uint64
-					WQEHead       []uint32
-				}
-				s1 := state{fast.sq.curPost, fast.sq.head, fast.sq.wrid, fast.sq.wqeHead}
-				s2 := state{checked.sq.curPost, checked.sq.head, checked.sq.wrid, checked.sq.wqeHead}
-				if d := cmp.Diff(s2, s1); d != "" {
-					t.Fatalf("%s round %d: queue state (-checked +fast):\n%s", name, round, d)
-				}
-				if rng.IntN(3) == 0 { // the device is done with everything posted
-					fast.sq.tail.Store(fast.sq.head)
-					checked.sq.tail.Store(checked.sq.head)
+				if rng.IntN(3) == 0 {
+					p.consume()
 				}
 			}
 			if fast.sq.head < 1000 || plain < 2000 || typ == uapi.IB_UVERBS_QPT_RC && atomics < 200 {
@@ -164,6 +121,77 @@ func TestPostSendPlainRuns(t *testing.T) {
 			}
 		}
 	}
+}
+
+// postPair is two QPs of one type for the differential post tests: fast
+// as PostSend posts, checked made to take postOneSend's checked path for
+// every request.
+type postPair struct{ fast, checked *QP }
+
+// newPostPair makes a postPair of type typ, signaling every request or not.
+func newPostPair(t testing.TB, typ uint8, sigAll bool, cp kverbs.QPCap) postPair {
+	c, _ := testCtx(t)
+	p := postPair{testQP(t, c, typ, cp), testQP(t, c, typ, cp)}
+	p.checked.plainOps, p.checked.fastOps, p.checked.atomics = 0, 0, 0
+	for _, q := range []*QP{p.fast, p.checked} {
+		q.sigAll = sigAll
+		if sigAll {
+			q.sigFlag = ctrlCQUpdate
+		}
+	}
+	return p
+}
+
+// post posts wrs to both QPs and fails t (naming the post what) unless
+// both return the same count and error (sameRefusal), publish the same
+// WQEs byte for byte (each as far as its ctrl segment's size says: the
+// device reads no more; both paths leave bytes in slots they do not
+// publish when they refuse a request), whose sizes add up to how far the
+// queue moved, and end with the same doorbell record, blue-flame word and
+// queue state. It returns how many were posted.
+func (p postPair) post(t testing.TB, what string, wrs []provider.SendWR) int {
+	t.Helper()
+	fast, checked := p.fast, p.checked
+	start := fast.sq.curPost
+	n1, err1 := fast.PostSend(wrs)
+	n2, err2 := checked.PostSend(wrs)
+	if n1 != n2 || !sameRefusal(err1, err2) {
+		t.Fatalf("%s: PostSend = %d, %v; checked %d, %v\n%+v", what, n1, err1, n2, err2, wrs)
+	}
+	at := start
+	for int32(fast.sq.curPost-at) > 0 {
+		a, b := wqeBytes(fast, at), wqeBytes(checked, at)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s: the WQE at %d\n%x\nchecked\n%x\n%+v", what, at, a, b, wrs)
+		}
+		at += uint32(max(len(a), 1)+sendWQEBB-1) / sendWQEBB
+	}
+	if at != fast.sq.curPost {
+		t.Fatalf("%s: the WQEs' sizes take the queue from %d to %d, not to %d", what, start, at, fast.sq.curPost)
+	}
+	if a, b := dbWord(fast.db, dbrecSend), dbWord(checked.db, dbrecSend); a != b {
+		t.Fatalf("%s: doorbell records %d, checked %d", what, a, b)
+	}
+	if a, b := *(*uint64)(fast.bf), *(*uint64)(checked.bf); a != b {
+		t.Fatalf("%s: blue-flame words %#x, checked %#x", what, a, b)
+	}
+	type state struct {
+		CurPost, Head uint32
+		WRID          []uint64
+		WQEHead       []uint32
+	}
+	s1 := state{fast.sq.curPost, fast.sq.head, fast.sq.wrid, fast.sq.wqeHead}
+	s2 := state{checked.sq.curPost, checked.sq.head, checked.sq.wrid, checked.sq.wqeHead}
+	if d := cmp.Diff(s2, s1); d != "" {
+		t.Fatalf("%s: queue state (-checked +fast):\n%s", what, d)
+	}
+	return n1
+}
+
+// consume plays the device being done with everything posted to both.
+func (p postPair) consume() {
+	p.fast.sq.tail.Store(p.fast.sq.head)
+	p.checked.sq.tail.Store(p.checked.sq.head)
 }
 
 // otherAH is an address handle of another provider.
