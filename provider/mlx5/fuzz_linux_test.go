@@ -9,6 +9,7 @@ import (
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/testutil/sendfuzz"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -113,10 +114,10 @@ func FuzzPoll(f *testing.F) {
 // FuzzPostSend holds PostSend's fast paths (postPlain, postAtomics) to the
 // checked one, as TestPostSendPlainRuns does, on requests whose every field
 // is fuzz input: the first two bytes choose the QP type (RC, UC or UD) and
-// whether it signals every request; then each 16 bytes make one request
-// (opcode, flags with SendInline, up to five SGEs of sizes from 0 to over
-// 2 GiB, remote address, AH), and say whether a batch ends after it and
-// whether the device then consumes everything posted. Whatever they say,
+// whether it signals every request; the rest are requests, in batches, as
+// sendfuzz.Batches reads them (opcode, flags with SendInline, up to five
+// SGEs of sizes from 0 to over 2 GiB, remote address, AH, where a batch
+// ends and whether the device then consumes everything posted). Whatever they say,
 // both QPs must post the same requests, publish the same bytes and refuse
 // the same way (postPair.post), and nothing may panic.
 func FuzzPostSend(f *testing.F) {
@@ -125,7 +126,7 @@ func FuzzPostSend(f *testing.F) {
 	f.Add([]byte{2, 0, 0, 2, 1, 1 | 3<<2, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0, 1, 10, 1, 1 | 2<<2, 0, 0, 0, 0, 40, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{1, 1, 0, 8, 3, 3, 0, 0, 0, 0, 255, 255, 254, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 2 || len(data) > 2+64*16 {
+		if len(data) < 2 || len(data) > 2+64*sendfuzz.RecordSize {
 			return
 		}
 		typ := []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC, uapi.IB_UVERBS_QPT_UD}[int(data[0])%3]
@@ -141,42 +142,11 @@ func FuzzPostSend(f *testing.F) {
 			ah.av[i] = byte(i * 7)
 		}
 		ahs := []*provider.AHRef{nil, {AH: otherAH{}}, {AH: ah}, {AH: &AH{}}}
-		ops := []uint32{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm,
-			provider.WRRDMARead, provider.WRSendWithInv, provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd,
-			provider.WRLocalInv, provider.WRBindMW, 33}
-		var wrs []provider.SendWR
-		for i, r := 0, data[2:]; len(r) >= 16; i, r = i+1, r[16:] {
-			wr := provider.SendWR{
-				WRID:       uint64(i),
-				Opcode:     ops[int(r[0])%len(ops)],
-				Flags:      uint32(r[1] & 0xf),
-				RemoteAddr: 0x7f00_0000_0000 | uint64(binary.LittleEndian.Uint32(r[4:])),
-				RKey:       uint32(r[14]) << 8,
-				Imm:        uint32(r[15]),
-				CompareAdd: uint64(r[14]),
-				Swap:       uint64(r[15]),
-				AH:         ahs[int(r[3]>>2)%len(ahs)],
-				RemoteQPN:  uint32(r[13]),
-				RemoteQKey: uint32(r[15]) << 4,
+		sendfuzz.Batches(data[2:], base, ahs, func(last int, wrs []provider.SendWR, consume bool) {
+			p.post(t, fmt.Sprintf("the batch ending with request %d", last), wrs)
+			if consume {
+				p.consume()
 			}
-			for k := range int(r[2]) % 6 { // five: more than the QP takes
-				l := uint32(r[8+k])
-				switch l {
-				case 255:
-					l = provider.MaxSendLength
-				case 254:
-					l = provider.MaxSendLength + 8
-				}
-				wr.SGL = append(wr.SGL, provider.SGE{Addr: base + uint64(r[13]), Length: l, LKey: uint32(k)})
-			}
-			wrs = append(wrs, wr)
-			if r[3]&1 != 0 || len(r) < 32 { // the batch ends here
-				p.post(t, fmt.Sprintf("the batch ending with request %d", i), wrs)
-				wrs = nil
-				if r[3]&2 != 0 {
-					p.consume()
-				}
-			}
-		}
+		})
 	})
 }

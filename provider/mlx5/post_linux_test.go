@@ -2,18 +2,15 @@ package mlx5
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/testutil/sendfuzz"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -143,7 +140,7 @@ func newPostPair(t testing.TB, typ uint8, sigAll bool, cp kverbs.QPCap) postPair
 }
 
 // post posts wrs to both QPs and fails t (naming the post what) unless
-// both return the same count and error (sameRefusal), publish the same
+// both return the same count and error (sendfuzz.SameRefusal), publish the same
 // WQEs byte for byte (each as far as its ctrl segment's size says: the
 // device reads no more; both paths leave bytes in slots they do not
 // publish when they refuse a request), whose sizes add up to how far the
@@ -155,7 +152,7 @@ func (p postPair) post(t testing.TB, what string, wrs []provider.SendWR) int {
 	start := fast.sq.curPost
 	n1, err1 := fast.PostSend(wrs)
 	n2, err2 := checked.PostSend(wrs)
-	if n1 != n2 || !sameRefusal(err1, err2) {
+	if n1 != n2 || !sendfuzz.SameRefusal(err1, err2) {
 		t.Fatalf("%s: PostSend = %d, %v; checked %d, %v\n%+v", what, n1, err1, n2, err2, wrs)
 	}
 	at := start
@@ -199,19 +196,6 @@ type otherAH struct{}
 
 func (otherAH) Handle() uint32 { return 0 }
 func (otherAH) Destroy() error { return nil }
-
-// sameRefusal reports whether PostSend's errors on the two QPs agree. A
-// request both over the length limit and facing a full queue may be
-// refused for either: the checked path tests the length first, the plain
-// path the queue (it writes the data segments, summing their lengths, only
-// into a free slot).
-func sameRefusal(fast, checked error) bool {
-	if fmt.Sprint(fast) == fmt.Sprint(checked) {
-		return true
-	}
-	return fast != nil && checked != nil && errors.Is(fast, unix.ENOMEM) && errors.Is(checked, unix.EINVAL) &&
-		strings.HasSuffix(checked.Error(), " bytes: invalid argument")
-}
 
 // wqeBytes returns a copy of the send WQE at basic block index at, as many
 // 16-byte segments as its ctrl segment says, across the ring's end.

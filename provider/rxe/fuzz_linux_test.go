@@ -3,9 +3,6 @@ package rxe
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"fmt"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -15,6 +12,7 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/testutil/sendfuzz"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -223,10 +221,10 @@ func FuzzPoll(f *testing.F) {
 // FuzzPostSend holds postOneSend's plain path (no call to
 // provider.CheckSend) to its checked one on requests whose every field is
 // fuzz input: the first two bytes choose the QP type (RC, UC or UD) and
-// its SGE cap; then each 16 bytes make one request (opcode, flags with
-// SendInline, up to five SGEs of 0 bytes to over 2 GiB, remote address,
-// AH) and say whether a batch ends after it and whether the kernel then
-// takes everything posted. Both QPs must post the same requests, refuse
+// its SGE cap; the rest are requests, in batches, as sendfuzz.Batches
+// reads them (opcode, flags with SendInline, up to five SGEs of 0 bytes to
+// over 2 GiB, remote address, AH, where a batch ends and whether the
+// kernel then takes everything posted). Both QPs must post the same requests, refuse
 // them the same way (a request both over 2 GiB and facing a full queue may
 // be refused for either), publish the same WQEs byte for byte (as far as
 // the kernel reads them: wqeBytes) and end with the same producer index
@@ -237,7 +235,7 @@ func FuzzPostSend(f *testing.F) {
 	f.Add([]byte{0, 2, 0, 0, 2, 3, 0, 0, 0, 0, 255, 255, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{2, 1, 0, 0, 1, 1 | 2<<2, 0, 0, 0, 0, 30, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 2 || len(data) > 2+64*16 {
+		if len(data) < 2 || len(data) > 2+64*sendfuzz.RecordSize {
 			return
 		}
 		typ := []uint8{uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC, uapi.IB_UVERBS_QPT_UD}[int(data[0])%3]
@@ -251,52 +249,27 @@ func FuzzPostSend(f *testing.F) {
 		defer unix.Munmap(payload)
 		base := uint64(uintptr(unsafe.Pointer(&payload[0])))
 		ahs := []*provider.AHRef{nil, {AH: &AH{num: 3}}, {AH: &AH{}}}
-		ops := []uint32{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm,
-			provider.WRRDMARead, provider.WRSendWithInv, provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd,
-			provider.WRLocalInv, provider.WRBindMW, 33}
-		var wrs []provider.SendWR
-		for i, r := 0, data[2:]; len(r) >= 16; i, r = i+1, r[16:] {
-			wr := provider.SendWR{
-				WRID: uint64(i), Opcode: ops[int(r[0])%len(ops)], Flags: uint32(r[1] & 0xf),
-				RemoteAddr: 0x7f00_0000_0000 | uint64(binary.LittleEndian.Uint32(r[4:])),
-				RKey:       uint32(r[14]) << 8, Imm: uint32(r[15]), CompareAdd: uint64(r[14]), Swap: uint64(r[15]),
-				AH: ahs[int(r[3]>>2)%len(ahs)], RemoteQPN: uint32(r[13]), RemoteQKey: uint32(r[15]) << 4,
-			}
-			for k := range int(r[2]) % 6 {
-				l := uint32(r[8+k])
-				switch l {
-				case 255:
-					l = provider.MaxSendLength
-				case 254:
-					l = provider.MaxSendLength + 8
-				}
-				wr.SGL = append(wr.SGL, provider.SGE{Addr: base + uint64(r[13]), Length: l, LKey: uint32(k)})
-			}
-			wrs = append(wrs, wr)
-			if r[3]&1 == 0 && len(r) >= 32 {
-				continue // the batch goes on
-			}
+		sendfuzz.Batches(data[2:], base, ahs, func(last int, wrs []provider.SendWR, consume bool) {
 			start := plain.sq.prod.Load()
 			n1, err1 := plain.PostSend(wrs)
 			n2, err2 := checked.PostSend(wrs)
-			if n1 != n2 || !sameRefusal(err1, err2) {
-				t.Fatalf("request %d: PostSend = %d, %v; checked %d, %v\n%+v", i, n1, err1, n2, err2, wrs)
+			if n1 != n2 || !sendfuzz.SameRefusal(err1, err2) {
+				t.Fatalf("request %d: PostSend = %d, %v; checked %d, %v\n%+v", last, n1, err1, n2, err2, wrs)
 			}
 			if a, b := plain.sq.prod.Load(), checked.sq.prod.Load(); a != b || plain.ssn != checked.ssn {
-				t.Fatalf("request %d: producer index %d, ssn %d; checked %d, %d", i, a, plain.ssn, b, checked.ssn)
+				t.Fatalf("request %d: producer index %d, ssn %d; checked %d, %d", last, a, plain.ssn, b, checked.ssn)
 			}
 			for p := start; p != plain.sq.prod.Load(); p = (p + 1) & plain.sq.mask {
 				a, b := wqeBytes(plain, p), wqeBytes(checked, p)
 				if !bytes.Equal(a, b) {
-					t.Fatalf("request %d: the slot at %d\n%x\nchecked\n%x", i, p, a, b)
+					t.Fatalf("request %d: the slot at %d\n%x\nchecked\n%x", last, p, a, b)
 				}
 			}
-			wrs = nil
-			if r[3]&2 != 0 { // the kernel takes everything posted
+			if consume { // the kernel takes everything posted
 				plain.sq.cons.Store(plain.sq.prod.Load())
 				checked.sq.cons.Store(checked.sq.prod.Load())
 			}
-		}
+		})
 	})
 }
 
@@ -311,17 +284,4 @@ func wqeBytes(q *QP, p uint32) []byte {
 		n = uintptr(w.Dma.Length)
 	}
 	return unsafe.Slice((*byte)(q.sq.slot(p)), min(sendWQEHeader+n, q.sq.slotSize()))
-}
-
-// sameRefusal reports whether PostSend's errors on the plain and the
-// checked QP agree: a request both over the length limit and facing a
-// full queue may be refused for either (the checked path tests the length
-// first, the plain path the queue: it sums the lengths as it writes the
-// SGEs into a free slot).
-func sameRefusal(plain, checked error) bool {
-	if fmt.Sprint(plain) == fmt.Sprint(checked) {
-		return true
-	}
-	return plain != nil && checked != nil && errors.Is(plain, unix.ENOMEM) && errors.Is(checked, unix.EINVAL) &&
-		strings.HasSuffix(checked.Error(), " bytes: invalid argument")
 }
