@@ -1,7 +1,11 @@
 package main
 
 import (
+	"runtime"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -26,5 +30,51 @@ func TestDefaultInline(t *testing.T) {
 		if got := defaultInline(tc.driver, tc.test); got != tc.want {
 			t.Errorf("driver %d, %s: %d bytes inline, want %d", tc.driver, tc.test, got, tc.want)
 		}
+	}
+}
+
+// TestCountsToDurations: the latency samples, kept as counts of the CPU's
+// counter, become durations at the rate the run's span gives.
+func TestCountsToDurations(t *testing.T) {
+	for _, tc := range []struct {
+		lat    []uint64
+		d      time.Duration
+		counts uint64
+		want   []time.Duration
+	}{
+		{[]uint64{1000, 2500, 0}, time.Millisecond, 1_000_000, []time.Duration{1000, 2500, 0}}, // 1 GHz
+		{[]uint64{1000, 2501}, time.Millisecond, 2_000_000, []time.Duration{500, 1251}},        // 2 GHz, rounded
+		{[]uint64{625, 1}, 10 * time.Millisecond, 625_000, []time.Duration{10_000, 16}},        // arm64's 62.5 MHz
+		{[]uint64{7, 8}, time.Millisecond, 0, []time.Duration{0, 0}},                           // no count: no division by zero
+		{nil, time.Millisecond, 1, []time.Duration{}},
+	} {
+		if got := countsToDurations(tc.lat, tc.d, tc.counts); !cmp.Equal(got, tc.want) {
+			t.Errorf("countsToDurations(%v, %v, %d) = %v, want %v", tc.lat, tc.d, tc.counts, got, tc.want)
+		}
+	}
+}
+
+// TestCyclesAdvance: the counter the latency tests read moves forward on
+// one thread, and the clock built on it turns a run's ticks into samples
+// whose sum, doubled, is within the run.
+func TestCyclesAdvance(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c := newClock(4)
+	for i := 0; i < 4; i++ {
+		time.Sleep(time.Millisecond)
+		c.tick()
+	}
+	for i, v := range c.lat {
+		if v == 0 {
+			t.Errorf("tick %d: the counter did not move over a sleep of 1 ms", i)
+		}
+	}
+	var sum time.Duration
+	for _, d := range c.samples() {
+		sum += 2 * d
+	}
+	if span := time.Since(c.t0); sum <= 0 || sum > span {
+		t.Errorf("samples sum to %v doubled, the run took %v", sum, span)
 	}
 }

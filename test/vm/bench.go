@@ -37,6 +37,7 @@ var (
 	flagBenchTools       = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
 	flagBenchProf        = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
 	flagBenchNoSig       = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
+	flagBenchLatIters    = flag.Int("benchlatiters", 0, "bench mode: iterations of each latency pair's runs (send_lat, write_lat) instead of their default; the tables are then not written")
 	flagBenchPairs       = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
 	flagBenchMicroKProf  = flag.String("benchmicrokprof", "", "bench mode: for the Go benchmarks matching this `regexp` (as -test.bench, without Benchmark), one more run of them and of their C twins (outside the tables) with the guest sampled on every CPU, kernel and user: the console shows each process's share and the kernel functions; under -qemuicount, a share of the instructions executed")
 	flagBenchMicroKProfX = flag.String("benchmicrokprofx", "", "bench mode, with -benchmicrokprof: run its profiles at these fixed `counts` of iterations (comma-separated), the Go benchmark with -test.benchtime=Nx and cbench with the count as its third argument; two counts' difference is the loop's share without the start-up's")
@@ -334,6 +335,9 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 	}
 	toClient := func(argv []string) []string { return append(argv, "127.0.0.1") }
 	for _, bp := range benchPairs {
+		if *flagBenchLatIters > 0 && strings.HasSuffix(bp.test, "_lat") {
+			bp.iters = *flagBenchLatIters
+		}
 		pair(bp.test,
 			[]string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)},
 			[]string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)},
@@ -370,7 +374,7 @@ func benchPairWanted(test string) bool {
 // something else than its timings (-qemuicount): then its tables are not
 // written, since they would stand for a run that did not happen.
 func partialBench() bool {
-	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || !*flagBenchTools || *flagQemuIcount >= 0
+	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || *flagBenchLatIters > 0 || !*flagBenchTools || *flagQemuIcount >= 0
 }
 
 // fullCount reports whether a -qemuicount bench run counted every Go

@@ -251,6 +251,38 @@ func TestBenchPairsFlag(t *testing.T) {
 	if !partialBench() {
 		t.Error("partialBench false with -benchpairs")
 	}
+	// -benchlatiters lengthens the latency pairs' runs, and only theirs.
+	*flagBenchPairs = ""
+	iters := func() map[string]string {
+		m := map[string]string{}
+		for _, s := range toolSteps(new(int), "/lib", func(string) string { return "" }) {
+			if i := slices.Index(s.Argv, "-n"); i >= 0 && strings.HasSuffix(s.Name, "client") {
+				m[strings.Fields(s.Name)[1]+" "+strings.Fields(s.Name)[2]] = s.Argv[i+1]
+			}
+		}
+		return m
+	}
+	before := iters()
+	defer func(v int) { *flagBenchLatIters = v }(*flagBenchLatIters)
+	*flagBenchLatIters = 20000
+	lat := 0
+	for k, v := range iters() {
+		want := before[k]
+		if strings.Contains(k, "_lat ") {
+			want = "20000"
+			lat++
+		}
+		if v != want {
+			t.Errorf("-benchlatiters=20000: %s runs %s iterations, want %s", k, v, want)
+		}
+	}
+	if lat == 0 || len(before) <= lat {
+		t.Errorf("tool clients: %v; want latency runs and others", before)
+	}
+	if !partialBench() {
+		t.Error("partialBench false with -benchlatiters")
+	}
+	*flagBenchLatIters = 0
 	*flagBenchPairs, *flagBenchMicro = "", 0
 	if !partialBench() || len(benchSteps(nil, true, "/lib")) != len(toolSteps(new(int), "/lib", func(string) string { return "" })) {
 		t.Error("-benchmicro=0 should leave only the tool pairs, and their tables unwritten")
