@@ -530,29 +530,38 @@ func (s *perfSide) recvN(n int) error {
 }
 
 // bw streams n sends or writes with up to depth in flight and returns the
-// time it took and the best rate over any 1/20 of the run. As perftest
-// does, it signals one request in cqMod (and the last), and each
-// completion accounts for the cqMod requests up to it.
+// time it took and the peak rate in messages a second. As perftest does,
+// it signals one request in cqMod (and the last), and each completion
+// accounts for the cqMod requests up to it; and, as perftest, it reads
+// the CPU's counter as each request is posted and as each completion is
+// taken, for the peak (peakRate). Over maxPeakIters requests it reports
+// no peak (0), as perftest.
 func (s *perfSide) bw(write bool, n, depth, cqMod int, peer perfPeer) (time.Duration, float64, error) {
 	cqMod = min(cqMod, depth) // else the window could close with nothing signaled
 	wr := []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
 	if write {
 		wr[0].Opcode, wr[0].RemoteAddr, wr[0].RKey = uverbs.WRRDMAWrite, peer.Addr, peer.RKey
 	}
-	posted, done := 0, 0
-	start := time.Now()
-	chunk := max(n/20, 1)
-	last, lastDone, peak := start, 0, 0.0
+	peak := n <= maxPeakIters
+	var posted, completed []uint64
+	if peak {
+		posted, completed = make([]uint64, n), make([]uint64, n)
+	}
+	np, done := 0, 0
+	start, c0 := time.Now(), cycles()
 	for done < n {
-		for posted < n && posted-done < depth {
+		for np < n && np-done < depth {
 			wr[0].Flags = s.inline
-			if (posted+1)%cqMod == 0 || posted == n-1 {
+			if (np+1)%cqMod == 0 || np == n-1 {
 				wr[0].Flags |= uverbs.SendSignaled
+			}
+			if peak {
+				posted[np] = cycles()
 			}
 			if _, err := s.qp.PostSend(wr); err != nil {
 				return 0, 0, err
 			}
-			posted++
+			np++
 		}
 		k, err := s.scq.Poll(s.wcs)
 		if err != nil {
@@ -563,16 +572,43 @@ func (s *perfSide) bw(write bool, n, depth, cqMod int, peer perfPeer) (time.Dura
 				return 0, 0, fmt.Errorf("completion failed: %v", w.Status)
 			}
 			done = min(done+cqMod, n)
-		}
-		if done-lastDone >= chunk {
-			now := time.Now()
-			if r := float64(done-lastDone) / now.Sub(last).Seconds(); r > peak {
-				peak = r
+			if peak {
+				completed[done-1] = cycles()
 			}
-			last, lastDone = now, done
 		}
 	}
-	return time.Since(start), peak, nil
+	d, counts := time.Since(start), cycles()-c0
+	if !peak || counts == 0 {
+		return d, 0, nil
+	}
+	best := peakCounts(posted, completed, cqMod)
+	return d, float64(counts) / (float64(d.Seconds()) * float64(best)), nil
+}
+
+// maxPeakIters is perftest's bound: over 20,000 iterations it does not
+// compute the peak, whose search takes time of the square of them.
+const maxPeakIters = 20000
+
+// peakCounts returns the fewest counter counts a message took over any
+// run of messages i to j, from the post of i to the completion of j (j a
+// signaled request, one in cqMod or the last): perftest's peak.
+func peakCounts(posted, completed []uint64, cqMod int) uint64 {
+	n := len(posted)
+	best := (completed[n-1] - posted[0]) / uint64(n) // the whole run's, which i = 0, j = n-1 tries too
+	try := func(i, j int) {
+		if t := (completed[j] - posted[i]) / uint64(j-i+1); t < best {
+			best = t
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := (i+1+cqMod-1)/cqMod*cqMod - 1; j < n; j += cqMod {
+			try(i, j)
+		}
+		if n%cqMod != 0 {
+			try(i, n-1)
+		}
+	}
+	return max(best, 1)
 }
 
 func printLat(out io.Writer, c *perfConfig, lat []time.Duration, client bool) {

@@ -78,3 +78,28 @@ func TestCyclesAdvance(t *testing.T) {
 		t.Errorf("samples sum to %v doubled, the run took %v", sum, span)
 	}
 }
+
+// TestPeakCounts holds the bandwidth tests' peak to perftest's: the
+// fewest counts a message over any run from a post to a signaled
+// completion, so that completions taken in a burst cannot make a peak
+// faster than the posts (the peak was once measured between polls, and
+// a burst read as hundreds of GB/s).
+func TestPeakCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		posted, completed []uint64
+		cqMod             int
+		want              uint64
+	}{
+		{"every second signaled", []uint64{0, 10, 20, 30}, []uint64{0, 50, 0, 70}, 2, 17}, // posts 0..3 to 70: 70/4
+		{"the last signaled too", []uint64{0, 5, 10}, []uint64{0, 20, 21}, 2, 7},          // posts 0..2 to 21: 21/3
+		{"a burst of completions", []uint64{0, 1, 2, 3}, []uint64{100, 100, 100, 100}, 1, 25},
+		{"one message", []uint64{5}, []uint64{9}, 1, 4},
+		{"one signaled in more than the run", []uint64{0, 2}, []uint64{0, 8}, 100, 4},
+		{"no time at all", []uint64{7, 7}, []uint64{7, 7}, 1, 1},
+	} {
+		if got := peakCounts(tc.posted, tc.completed, tc.cqMod); got != tc.want {
+			t.Errorf("%s: %d counts a message, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,77 @@ func TestPerf(t *testing.T) {
 			if !strings.Contains(cli, tc.want) {
 				t.Errorf("client output lacks %q:\n%s", tc.want, cli)
 			}
+			if strings.Contains(tc.name, "_lat") {
+				checkLatRow(t, cli)
+			} else {
+				checkBWRow(t, cli)
+			}
 			t.Logf("server: %s\nclient:\n%s", strings.TrimSpace(srv), cli)
 		})
 	}
+}
+
+// checkLatRow checks a latency test's figures for sense, not speed: the
+// row under the header has 500 iterations, and its times (t_min, t_max,
+// t_typical, t_avg, t_stdev, the 99% and 99.9% percentiles) are positive
+// where they must be and in order: min ≤ typical, 99% ≤ 99.9% ≤ max.
+// A clock whose counts were turned into time wrongly shows here.
+func checkLatRow(t *testing.T, out string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "t_typical[usec]") || i+1 == len(lines) {
+			continue
+		}
+		f := strings.Fields(lines[i+1])
+		if len(f) != 9 {
+			t.Fatalf("latency row %q: %d fields, want 9", lines[i+1], len(f))
+		}
+		v := make([]float64, len(f))
+		for j, s := range f {
+			var err error
+			if v[j], err = strconv.ParseFloat(s, 64); err != nil {
+				t.Fatalf("latency row %q: field %d: %v", lines[i+1], j, err)
+			}
+		}
+		tmin, tmax, typ, p99, p999 := v[2], v[3], v[4], v[7], v[8]
+		if v[1] != 500 || tmin <= 0 || typ < tmin || p99 < typ || p999 < p99 || tmax < p999 {
+			t.Errorf("latency row %q: want 500 iterations and 0 < t_min ≤ t_typical ≤ 99%% ≤ 99.9%% ≤ t_max", lines[i+1])
+		}
+		return
+	}
+	t.Errorf("no latency row in:\n%s", out)
+}
+
+// checkBWRow checks a bandwidth test's figures for sense, not speed:
+// positive, a peak no slower than the average (the peak is the best of
+// the runs of messages from a post to a completion, the whole run among
+// them), and under a thousand times the average (a peak measured between
+// polls once took a burst of completions for 6,000 times the average).
+func checkBWRow(t *testing.T, out string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "BW peak[MB/sec]") || i+1 == len(lines) {
+			continue
+		}
+		f := strings.Fields(lines[i+1])
+		if len(f) != 5 {
+			t.Fatalf("bandwidth row %q: %d fields, want 5", lines[i+1], len(f))
+		}
+		var v [5]float64
+		for j, s := range f {
+			var err error
+			if v[j], err = strconv.ParseFloat(s, 64); err != nil {
+				t.Fatalf("bandwidth row %q: field %d: %v", lines[i+1], j, err)
+			}
+		}
+		size, peak, avg, rate := v[0], v[2], v[3], v[4]
+		const mb = 1 << 20
+		if peak < avg*0.99 || avg <= 0 || rate <= 0 || peak > rate*1e6*size/mb*1e3 {
+			t.Errorf("bandwidth row %q: want 0 < average ≤ peak, and a peak within reason", lines[i+1])
+		}
+		return
+	}
+	t.Errorf("no bandwidth row in:\n%s", out)
 }
