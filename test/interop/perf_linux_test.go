@@ -48,29 +48,11 @@ func TestPerf(t *testing.T) {
 // A clock whose counts were turned into time wrongly shows here.
 func checkLatRow(t *testing.T, out string) {
 	t.Helper()
-	lines := strings.Split(out, "\n")
-	for i, l := range lines {
-		if !strings.Contains(l, "t_typical[usec]") || i+1 == len(lines) {
-			continue
-		}
-		f := strings.Fields(lines[i+1])
-		if len(f) != 9 {
-			t.Fatalf("latency row %q: %d fields, want 9", lines[i+1], len(f))
-		}
-		v := make([]float64, len(f))
-		for j, s := range f {
-			var err error
-			if v[j], err = strconv.ParseFloat(s, 64); err != nil {
-				t.Fatalf("latency row %q: field %d: %v", lines[i+1], j, err)
-			}
-		}
-		tmin, tmax, typ, p99, p999 := v[2], v[3], v[4], v[7], v[8]
-		if v[1] != 500 || tmin <= 0 || typ < tmin || p99 < typ || p999 < p99 || tmax < p999 {
-			t.Errorf("latency row %q: want 500 iterations and 0 < t_min ≤ t_typical ≤ 99%% ≤ 99.9%% ≤ t_max", lines[i+1])
-		}
-		return
+	row, v := resultRow(t, out, "t_typical[usec]", 9)
+	tmin, tmax, typ, p99, p999 := v[2], v[3], v[4], v[7], v[8]
+	if v[1] != 500 || tmin <= 0 || typ < tmin || p99 < typ || p999 < p99 || tmax < p999 {
+		t.Errorf("latency row %q: want 500 iterations and 0 < t_min ≤ t_typical ≤ 99%% ≤ 99.9%% ≤ t_max", row)
 	}
-	t.Errorf("no latency row in:\n%s", out)
 }
 
 // checkBWRow checks a bandwidth test's figures for sense, not speed:
@@ -80,28 +62,36 @@ func checkLatRow(t *testing.T, out string) {
 // polls once took a burst of completions for 6,000 times the average).
 func checkBWRow(t *testing.T, out string) {
 	t.Helper()
+	row, v := resultRow(t, out, "BW peak[MB/sec]", 5)
+	peak, avg, rate := v[2], v[3], v[4]
+	if avg <= 0 || rate <= 0 || peak < avg*0.99 || peak > avg*1000 {
+		t.Errorf("bandwidth row %q: want 0 < average ≤ peak < 1000 × average, and a message rate", row)
+	}
+}
+
+// resultRow returns the row of n numbers under the header line of out
+// that contains header, or fails the test.
+func resultRow(t *testing.T, out, header string, n int) (string, []float64) {
+	t.Helper()
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
-		if !strings.Contains(l, "BW peak[MB/sec]") || i+1 == len(lines) {
+		if !strings.Contains(l, header) || i+1 == len(lines) {
 			continue
 		}
-		f := strings.Fields(lines[i+1])
-		if len(f) != 5 {
-			t.Fatalf("bandwidth row %q: %d fields, want 5", lines[i+1], len(f))
+		row := lines[i+1]
+		f := strings.Fields(row)
+		if len(f) != n {
+			t.Fatalf("row %q under %q: %d fields, want %d", row, header, len(f), n)
 		}
-		var v [5]float64
+		v := make([]float64, n)
 		for j, s := range f {
 			var err error
 			if v[j], err = strconv.ParseFloat(s, 64); err != nil {
-				t.Fatalf("bandwidth row %q: field %d: %v", lines[i+1], j, err)
+				t.Fatalf("row %q under %q: field %d: %v", row, header, j, err)
 			}
 		}
-		size, peak, avg, rate := v[0], v[2], v[3], v[4]
-		const mb = 1 << 20
-		if peak < avg*0.99 || avg <= 0 || rate <= 0 || peak > rate*1e6*size/mb*1e3 {
-			t.Errorf("bandwidth row %q: want 0 < average ≤ peak, and a peak within reason", lines[i+1])
-		}
-		return
+		return row, v
 	}
-	t.Errorf("no bandwidth row in:\n%s", out)
+	t.Fatalf("no row under %q in:\n%s", header, out)
+	return "", nil
 }
