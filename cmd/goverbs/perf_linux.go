@@ -582,7 +582,7 @@ func (s *perfSide) bw(write bool, n, depth, cqMod int, peer perfPeer) (time.Dura
 		return d, 0, nil
 	}
 	best := peakCounts(posted, completed, cqMod)
-	return d, float64(counts) / (float64(d.Seconds()) * float64(best)), nil
+	return d, float64(counts) / (d.Seconds() * float64(best)), nil
 }
 
 // maxPeakIters is perftest's bound: over 20,000 iterations it does not
