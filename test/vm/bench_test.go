@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -264,16 +265,19 @@ func TestBenchPairsFlag(t *testing.T) {
 	}
 	before := iters()
 	defer func(v int) { *flagBenchLatIters = v }(*flagBenchLatIters)
-	*flagBenchLatIters = 20000
+	*flagBenchLatIters = 5000
 	lat := 0
 	for k, v := range iters() {
 		want := before[k]
 		if strings.Contains(k, "_lat ") {
-			want = "20000"
+			if want != strconv.Itoa(latIters) {
+				t.Errorf("%s runs %s iterations by default, want %d", k, want, latIters)
+			}
+			want = "5000"
 			lat++
 		}
 		if v != want {
-			t.Errorf("-benchlatiters=20000: %s runs %s iterations, want %s", k, v, want)
+			t.Errorf("-benchlatiters=5000: %s runs %s iterations, want %s", k, v, want)
 		}
 	}
 	if lat == 0 || len(before) <= lat {
