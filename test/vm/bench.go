@@ -37,6 +37,7 @@ var (
 	flagBenchTools       = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
 	flagBenchProf        = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
 	flagBenchNoSig       = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
+	flagBenchPin         = flag.Bool("benchpin", false, "bench mode: run each tool pair's server on CPU 1 and its client on CPU 0 (their affinity, every thread), both tools alike")
 	flagBenchLatIters    = flag.Int("benchlatiters", 0, "bench mode: iterations of each latency pair's runs (send_lat, write_lat) instead of their default; the tables are then not written")
 	flagBenchPairs       = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
 	flagBenchMicroKProf  = flag.String("benchmicrokprof", "", "bench mode: for the Go benchmarks matching this `regexp` (as -test.bench, without Benchmark), one more run of them and of their C twins (outside the tables) with the guest sampled on every CPU, kernel and user: the console shows each process's share and the kernel functions; under -qemuicount, a share of the instructions executed")
@@ -342,10 +343,13 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 				argv = append(argv, "-p", fmt.Sprint(*port))
 				tag := fmt.Sprintf("bench %s %s #%d", test, side, n)
 				cli := client(slices.Clone(argv))
-				steps = append(steps,
-					plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
+				server, client := plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
 					plan.Step{Name: tag + " client", Argv: cli, LibPath: lib,
-						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters})
+						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters}
+				if *flagBenchPin {
+					server.CPUs, client.CPUs = []int{1}, []int{0}
+				}
+				steps = append(steps, server, client)
 			}
 		}
 	}

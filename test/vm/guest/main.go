@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,6 +117,35 @@ func run() int {
 		}
 	}
 	return rc
+}
+
+// startOn starts cmd with its affinity set to cpus (all CPUs if none):
+// the child inherits the mask of the thread that forks it, so that thread
+// takes the mask for the start, and its own back after.
+func startOn(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("sched_setaffinity %v: %w", cpus, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
+		// It never failed to set the same mask a moment ago; if it
+		// does, a later step started from this thread may inherit the
+		// narrower mask: say so in the log, where a benchmark is read.
+		fmt.Printf("init: affinity of /init's thread not restored (later steps may run on CPUs %v): %v\n", cpus, rerr)
+	}
+	return err
 }
 
 func mountAll() error {
@@ -257,7 +287,10 @@ func step(p *plan.Plan, s plan.Step) int {
 		}
 	}
 	start := time.Now()
-	err := cmd.Run()
+	err := startOn(cmd, s.CPUs)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if kpr != nil {
 		kpr.stop(s.Name)
 	}

@@ -92,4 +92,8 @@ type Step struct {
 	// over the step (a kprobe on each, every process's calls), printing
 	// each count after it.
 	KProbes []string
+	// CPUs, if set, are the only CPUs the step's process and all its
+	// threads may run on (its affinity, set before it starts): the
+	// benchmarks put a tool's server and client on CPUs of their own.
+	CPUs []int
 }
