@@ -66,11 +66,11 @@ const kprofLength = 10
 //
 // The latency runs are 20,000 iterations long (latIters), where perftest's
 // default is 1,000. Their p99 is a target, and at 2,000 iterations it was
-// the 20th-slowest sample of a run of 20 ms (6.1) to 60 ms (6.12): 5 to 15
+// the 20th-slowest sample of a run of 20 ms (6.1) to 55 ms (6.12): 5 to 15
 // of the guest's 4 ms timer ticks, each of which stalls one iteration
 // (tens of µs on 6.1, up to milliseconds on 6.12), so the p99 of a run
-// followed the count of ticks it happened to span (one pair's ratio moved
-// from 0.50x to 1.57x between VM runs of the same code). At 20,000 every
+// followed the count of ticks it happened to span (write_lat's ratio moved
+// from 0.50x to 1.17x between VM runs of the same code). At 20,000 every
 // run spans 50 to 150 ticks.
 var benchPairs = []struct {
 	test, perftest string
@@ -343,13 +343,13 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 				argv = append(argv, "-p", fmt.Sprint(*port))
 				tag := fmt.Sprintf("bench %s %s #%d", test, side, n)
 				cli := client(slices.Clone(argv))
-				server, client := plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
+				srv, cl := plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
 					plan.Step{Name: tag + " client", Argv: cli, LibPath: lib,
 						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters}
 				if *flagBenchPin {
-					server.CPUs, client.CPUs = []int{1}, []int{0}
+					srv.CPUs, cl.CPUs = []int{1}, []int{0}
 				}
-				steps = append(steps, server, client)
+				steps = append(steps, srv, cl)
 			}
 		}
 	}

@@ -354,3 +354,30 @@ func TestBenchMicroKProf(t *testing.T) {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
 }
+
+// TestBenchPinFlag: -benchpin puts every tool pair's server on CPU 1 and
+// its client on CPU 0, rdma-core's and goverbs' alike; without it no step
+// has an affinity.
+func TestBenchPinFlag(t *testing.T) {
+	defer func(v bool) { *flagBenchPin = v }(*flagBenchPin)
+	for _, pin := range []bool{false, true} {
+		*flagBenchPin = pin
+		sides := map[string]bool{}
+		for _, s := range toolSteps(new(int), "/lib", func(string) string { return "" }) {
+			var want []int
+			switch {
+			case pin && strings.HasSuffix(s.Name, " server"):
+				want = []int{1}
+			case pin && strings.HasSuffix(s.Name, " client"):
+				want = []int{0}
+			}
+			if !slices.Equal(s.CPUs, want) {
+				t.Errorf("-benchpin=%v: %s runs on CPUs %v, want %v", pin, s.Name, s.CPUs, want)
+			}
+			sides[strings.Fields(s.Name)[2]] = true
+		}
+		if !sides["c"] || !sides["go"] {
+			t.Errorf("-benchpin=%v: tool steps of sides %v, want both", pin, sides)
+		}
+	}
+}
