@@ -45,6 +45,9 @@ var (
 	flagBenchMicroWrap   = flag.String("benchmicrowrap", "", "bench mode, with -benchmicrokprof: run its steps under this `command` (space-separated words before the benchmark's argv), such as \"valgrind --tool=callgrind --callgrind-out-file=/dev/null\" (with -guestpkgs=valgrind): then, at two -benchmicrokprofx counts, the difference of the instructions it reports is the loop's user-mode instructions")
 	flagBenchKProbes     = flag.String("benchkprobes", "", "bench mode, with -benchmicrokprof: count the calls of these kernel `functions` (comma-separated; a kprobe on each) over each of its steps, exactly, where its samples are a profile's")
 	flagBenchFetch       = flag.String("benchfetch", "", "bench mode, with -benchprofile: also copy these guest `files` (comma-separated) into its directory at the end, such as a callgrind output that -benchmicrowrap wrote")
+	flagBenchTrace       = flag.String("benchtrace", "", "bench mode, with -benchprofile: for the perftest tests matching this `regexp`, -benchrounds more rounds of runs (C, Go, Go, C; outside the tables) with the scheduler's and workqueues' events traced on every CPU (tracefs), each trace's text gzipped into the profile directory")
+	flagBenchInterfere   = flag.Int("benchinterfere", 0, "bench mode: this many rounds of a test of one vCPU's load on the other's speed: rdma-core's PostPoll and ReqNotify (cbench, on CPU 0), alone, beside goverbs' empty poll loop (BenchmarkPollEmpty) and beside rdma-core's (cbench PollEmpty), both on CPU 1; outside the tables")
+	flagBenchTraceGoEnv  = flag.String("benchtracegoenv", "", "bench mode, with -benchtrace: add this `VAR=value` to the environment of the goverbs runs of every second round (rounds 1, 3, …), to compare a setting with the default in one VM run")
 	flagBenchKProf       = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
 )
 
@@ -269,6 +272,12 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 			}
 		}
 	}
+	if *flagBenchTrace != "" {
+		steps = append(steps, traceSteps(&port, libPath, &profiles)...)
+	}
+	if *flagBenchInterfere > 0 && cbench && len(tests) > 0 {
+		steps = append(steps, interfereSteps(tests[0], libPath)...)
+	}
 	if *flagBenchTools {
 		steps = append(steps, toolSteps(&port, libPath, prof)...)
 	}
@@ -276,7 +285,114 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 		profiles = append(profiles, splitList(*flagBenchFetch)...)
 	}
 	if len(profiles) > 0 {
-		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 120})
+		// A few MB each through the serial console: -benchtrace's traces
+		// (2.5 MB gzipped) took about 12 s each.
+		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 60 + 30*len(profiles)})
+	}
+	return steps
+}
+
+// interfereSteps is -benchinterfere's runs. Each round runs the victim,
+// rdma-core's PostPoll and ReqNotify from cbench at fixed counts on CPU 0,
+// three times: with CPU 1 running nothing of the benchmarks', running
+// goverbs' empty poll loop (the Go benchmark PollEmpty, a loop like the
+// one each side of a latency pair spins in while it waits), and running
+// rdma-core's (cbench's PollEmpty). The victim's code is the same in all
+// three, so a change in its ns/op is the other vCPU's doing, through the
+// emulator or the host's core.
+func interfereSteps(gotest plan.Step, libPath string) []plan.Step {
+	var steps []plan.Step
+	const aggressorSec = 5
+	victim := func(r int, beside string, delay int) plan.Step {
+		return plan.Step{Name: fmt.Sprintf("interfere #%d victim beside %s", r, beside), LibPath: libPath, TimeoutSec: 120,
+			Argv: []string{benchGuestCBench, "rxe0", "PostPoll|ReqNotify", "20000"}, CPUs: []int{0}, DelayMs: delay,
+			Prefix: fmt.Sprintf("  interfere #%d beside %s| ", r, beside)}
+	}
+	goArgv := []string{gotest.Argv[0], "-test.run=^$", "-test.bench=^BenchmarkPollEmpty$", fmt.Sprintf("-test.benchtime=%ds", aggressorSec)}
+	for r := range *flagBenchInterfere {
+		wait := 0
+		if r > 0 {
+			wait = (aggressorSec + 1) * 1000 // the last round's aggressor is done
+		}
+		steps = append(steps, victim(r, "none", wait))
+		steps = append(steps,
+			plan.Step{Name: fmt.Sprintf("interfere #%d aggressor go", r), Argv: goArgv, Dir: gotest.Dir, Env: gotest.Env, Background: true,
+				CPUs: []int{1}, TimeoutSec: 60, Prefix: fmt.Sprintf("  interfere #%d aggressor go| ", r)},
+			victim(r, "go", 1500),
+			plan.Step{Name: fmt.Sprintf("interfere #%d aggressor c", r), Argv: []string{benchGuestCBench, "rxe0", "PollEmpty", "120000000"},
+				LibPath: libPath, Background: true, CPUs: []int{1}, TimeoutSec: 60, DelayMs: (aggressorSec + 1) * 1000,
+				Prefix: fmt.Sprintf("  interfere #%d aggressor c| ", r)},
+			victim(r, "c", 1500))
+	}
+	return steps
+}
+
+// traceEvents are the kernel events -benchtrace records: who ran on each
+// CPU and when, whom each wakeup woke and where, tasks moved between CPUs,
+// the timer tick, and the work items queued and run (rxe's tasks run as
+// work items on 6.12).
+var traceEvents = []string{
+	"sched/sched_switch", "sched/sched_wakeup", "sched/sched_wakeup_new", "sched/sched_migrate_task",
+	"irq_vectors/local_timer_entry",
+	"workqueue/workqueue_queue_work", "workqueue/workqueue_execute_start",
+}
+
+// traceBootArgs is the kernel command line's part for -benchtrace: its
+// events enabled at boot, before the second CPU runs, and not by /init
+// later. Enabling a tracepoint patches kernel text while the other vCPU
+// may run it, and under QEMU's TCG that panicked the guest twice (an int3
+// in ttwu_do_activate, then in __sysvec_apic_timer_interrupt), once on
+// the first enable of a run.
+func traceBootArgs() string {
+	if *flagBenchTrace == "" {
+		return ""
+	}
+	events := make([]string, len(traceEvents))
+	for i, e := range traceEvents {
+		events[i] = strings.Replace(e, "/", ":", 1)
+	}
+	return " trace_event=" + strings.Join(events, ",")
+}
+
+// traceSteps is -benchtrace's runs: per matching perftest test,
+// -benchrounds rounds of its pair (C, Go, Go, C) at the tables' length, outside the tables,
+// each client's step traced into /tmp/trace-<test>-<side><n>.txt.gz,
+// which it adds to profiles to be copied out.
+func traceSteps(port *int, libPath string, profiles *[]string) []plan.Step {
+	re := regexp.MustCompile(*flagBenchTrace) // checked in main
+	var steps []plan.Step
+	for _, bp := range benchPairs {
+		if !re.MatchString(bp.test) {
+			continue
+		}
+		if *flagBenchLatIters > 0 && strings.HasSuffix(bp.test, "_lat") {
+			bp.iters = *flagBenchLatIters
+		}
+		for n := range 4 * *flagBenchRounds {
+			side := []string{"c", "go", "go", "c"}[n%4]
+			*port++
+			argv := []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
+			lib := ""
+			if side == "c" {
+				argv = []string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
+				lib = libPath
+			}
+			argv = append(argv, "-p", fmt.Sprint(*port))
+			var env []string
+			if side == "go" && *flagBenchTraceGoEnv != "" && (n/4)%2 == 1 {
+				env, side = []string{*flagBenchTraceGoEnv}, "goenv"
+			}
+			tag := fmt.Sprintf("trace %s %s #%d", bp.test, side, n)
+			out := fmt.Sprintf("/tmp/trace-%s-%s%d.txt.gz", bp.test, side, n)
+			*profiles = append(*profiles, out)
+			srv := plan.Step{Name: tag + " server", Argv: argv, Env: env, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 300}
+			cl := plan.Step{Name: tag + " client", Argv: append(slices.Clone(argv), "127.0.0.1"), Env: env, LibPath: lib, DelayMs: 1000,
+				Prefix: "  " + tag + " client| ", TimeoutSec: 300, Counters: rxeCounters, Trace: traceEvents, TraceOut: out}
+			if *flagBenchPin {
+				srv.CPUs, cl.CPUs = []int{1}, []int{0}
+			}
+			steps = append(steps, srv, cl)
+		}
 	}
 	return steps
 }

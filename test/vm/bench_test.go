@@ -381,3 +381,77 @@ func TestBenchPinFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchTraceFlag: -benchtrace adds, per matching test and round, the
+// pair in both orders with each client traced into a file it copies out;
+// -benchtracegoenv sets its variable on the goverbs runs of odd rounds
+// only; the events are enabled on the kernel's command line.
+func TestBenchTraceFlag(t *testing.T) {
+	defer func(tr, env, prof string, rounds int) {
+		*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds = tr, env, prof, rounds
+	}(*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds)
+	*flagBenchTrace, *flagBenchProf = "", ""
+	if a := traceBootArgs(); a != "" {
+		t.Errorf("without -benchtrace the kernel gets %q, want nothing", a)
+	}
+	*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds = "send_lat", "GODEBUG=x=1", "/tmp/p", 2
+	if a := traceBootArgs(); !strings.Contains(a, " trace_event=sched:sched_switch,") {
+		t.Errorf("-benchtrace's kernel arguments %q enable no sched_switch", a)
+	}
+	var profiles []string
+	steps := traceSteps(new(int), "/lib", &profiles)
+	var got []string
+	for _, s := range steps {
+		if s.Background {
+			continue
+		}
+		if s.TraceOut == "" || len(s.Trace) == 0 || !slices.Contains(profiles, s.TraceOut) {
+			t.Errorf("%s: traced into %q (events %v), copied out: %v", s.Name, s.TraceOut, s.Trace, profiles)
+		}
+		if !slices.Contains(s.Argv, "20000") {
+			t.Errorf("%s: %v, want the tables' 20,000 iterations", s.Name, s.Argv)
+		}
+		side := strings.Fields(s.Name)[2]
+		if (side == "goenv") != slices.Contains(s.Env, "GODEBUG=x=1") {
+			t.Errorf("%s: environment %v", s.Name, s.Env)
+		}
+		got = append(got, side)
+	}
+	want := []string{"c", "go", "go", "c", "c", "goenv", "goenv", "c"}
+	if !slices.Equal(got, want) {
+		t.Errorf("traced clients %v, want %v", got, want)
+	}
+	if len(steps) != 2*len(want) {
+		t.Errorf("%d steps, want a server and a client each: %d", len(steps), 2*len(want))
+	}
+}
+
+// TestBenchInterfere: each round of -benchinterfere runs the same victim
+// on CPU 0 alone, beside goverbs' poll loop and beside rdma-core's, each
+// loop on CPU 1 in the background.
+func TestBenchInterfere(t *testing.T) {
+	defer func(v int) { *flagBenchInterfere = v }(*flagBenchInterfere)
+	*flagBenchInterfere = 2
+	gotest := plan.Step{Name: "./test/bench", Argv: []string{"/t/bench.test", "-test.bench=."}, Dir: "/t"}
+	steps := interfereSteps(gotest, "/lib")
+	if len(steps) != 2*5 {
+		t.Fatalf("%d steps, want 5 a round", len(steps))
+	}
+	for i, s := range steps {
+		switch {
+		case strings.Contains(s.Name, "victim"):
+			if !slices.Equal(s.CPUs, []int{0}) || s.Argv[0] != benchGuestCBench || s.Background {
+				t.Errorf("step %d %s: %v on CPUs %v", i, s.Name, s.Argv, s.CPUs)
+			}
+		case strings.Contains(s.Name, "aggressor"):
+			if !slices.Equal(s.CPUs, []int{1}) || !s.Background || !strings.Contains(steps[i+1].Name, "victim") {
+				t.Errorf("step %d %s: on CPUs %v, background %v, before %s", i, s.Name, s.CPUs, s.Background, steps[i+1].Name)
+			}
+		default:
+			t.Errorf("step %d: %s", i, s.Name)
+		}
+	}
+	if steps[1].Argv[0] != "/t/bench.test" || !slices.Contains(steps[1].Argv, "-test.bench=^BenchmarkPollEmpty$") {
+		t.Errorf("goverbs' loop: %v", steps[1].Argv)
+	}
+}

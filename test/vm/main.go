@@ -81,7 +81,11 @@ func main() {
 		os.Exit(2)
 	}
 	benchTimeout(mode)
-	for name, re := range map[string]string{"benchkprof": *flagBenchKProf, "benchpairs": *flagBenchPairs, "benchmicrokprof": *flagBenchMicroKProf} {
+	if *flagBenchTrace != "" && *flagBenchProf == "" {
+		logf("-benchtrace needs -benchprofile: the traces are written there")
+		os.Exit(2)
+	}
+	for name, re := range map[string]string{"benchkprof": *flagBenchKProf, "benchpairs": *flagBenchPairs, "benchmicrokprof": *flagBenchMicroKProf, "benchtrace": *flagBenchTrace} {
 		if _, err := regexp.Compile(re); err != nil {
 			logf("-%s: %v", name, err)
 			os.Exit(2)

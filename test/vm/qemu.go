@@ -87,12 +87,12 @@ func qemuArgs(arch, cpu, kernel, initrd string) (string, []string, error) {
 	switch arch {
 	case "amd64":
 		return "qemu-system-x86_64", append([]string{"-cpu", cpu}, append(common,
-			"-append", "console=ttyS0 panic=-1 tsc=reliable quiet")...), nil
+			"-append", "console=ttyS0 panic=-1 tsc=reliable quiet"+traceBootArgs())...), nil
 	case "arm64":
 		// pauth-impdef: an implementation-defined pointer-auth hash, much
 		// cheaper to emulate than the architected QARMA.
 		return "qemu-system-aarch64", append([]string{"-M", "virt", "-cpu", "max,pauth-impdef=on"}, append(common,
-			"-append", "console=ttyAMA0 panic=-1 quiet")...), nil
+			"-append", "console=ttyAMA0 panic=-1 quiet"+traceBootArgs())...), nil
 	}
 	return "", nil, fmt.Errorf("unsupported guest architecture %q (have amd64, arm64)", arch)
 }

@@ -286,15 +286,25 @@ func step(p *plan.Plan, s plan.Step) int {
 			fmt.Printf("init: %s: no kprobes: %v\n", s.Name, err)
 		}
 	}
+	var tr *trace
+	if len(s.Trace) > 0 && s.TraceOut != "" {
+		var err error
+		if tr, err = startTrace(s.Trace); err != nil {
+			fmt.Printf("init: %s: no trace: %v\n", s.Name, err)
+		}
+	}
 	start := time.Now()
 	err := startOn(cmd, s.CPUs)
 	if err == nil {
 		err = cmd.Wait()
 	}
+	took := time.Since(start).Round(time.Millisecond)
+	if tr != nil {
+		tr.stop(s.Name, s.TraceOut)
+	}
 	if kpr != nil {
 		kpr.stop(s.Name)
 	}
-	took := time.Since(start).Round(time.Millisecond)
 	if kp != nil {
 		pid := 0
 		if cmd.Process != nil {

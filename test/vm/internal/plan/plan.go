@@ -96,4 +96,9 @@ type Step struct {
 	// threads may run on (its affinity, set before it starts): the
 	// benchmarks put a tool's server and client on CPUs of their own.
 	CPUs []int
+	// Trace, if set, are tracefs events ("sched/sched_switch") /init
+	// records on every CPU over the step, with a clock the CPUs share,
+	// writing the trace's text, gzipped, to TraceOut.
+	Trace    []string
+	TraceOut string
 }
