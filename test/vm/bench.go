@@ -48,6 +48,7 @@ var (
 	flagBenchTrace       = flag.String("benchtrace", "", "bench mode, with -benchprofile: for the perftest tests matching this `regexp`, -benchrounds more rounds of runs (C, Go, Go, C; outside the tables) with the scheduler's and workqueues' events traced on every CPU (tracefs), each trace's text gzipped into the profile directory")
 	flagBenchInterfere   = flag.Int("benchinterfere", 0, "bench mode: this many rounds of a test of one vCPU's load on the other's speed: rdma-core's PostPoll and ReqNotify (cbench, on CPU 0), alone, beside goverbs' empty poll loop (BenchmarkPollEmpty) and beside rdma-core's (cbench PollEmpty), both on CPU 1; outside the tables")
 	flagBenchTraceGoEnv  = flag.String("benchtracegoenv", "", "bench mode, with -benchtrace: add this `VAR=value` to the environment of the goverbs runs of every second round (rounds 1, 3, …), to compare a setting with the default in one VM run")
+	flagBenchTraceCIdle  = flag.Bool("benchtracecidle", false, "bench mode, with -benchtrace: run the rdma-core tools of every second round (rounds 1, 3, …) with one idle thread started in them (LD_PRELOAD of test/bench/testdata/idlethread.c), so that they are multithreaded as Go programs are")
 	flagBenchKProf       = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
 )
 
@@ -98,6 +99,27 @@ const pingpongIters = 2000
 
 // benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
 const benchGuestCBench = "/bin/cbench"
+
+// benchGuestIdleThread is where -benchtracecidle's preloaded library lies
+// in the guest.
+const benchGuestIdleThread = "/lib/goverbs-idlethread.so"
+
+// buildIdleThread compiles test/bench/testdata/idlethread.c into a shared
+// library with the host's gcc (there since buildCBench), for
+// -benchtracecidle; "" when it cannot, having said why.
+func buildIdleThread(ctx context.Context, root, dir, arch string) string {
+	if arch != runtime.GOARCH {
+		logf("%s: no idle-thread library: the host's gcc targets %s", arch, runtime.GOARCH)
+		return ""
+	}
+	out := filepath.Join(dir, "idlethread.so")
+	if err := run(ctx, "", "gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", out,
+		filepath.Join(root, "test", "bench", "testdata", "idlethread.c"), "-lpthread"); err != nil {
+		logf("%s: no idle-thread library: %v", arch, err)
+		return ""
+	}
+	return out
+}
 
 // buildCBench compiles test/bench/testdata/cbench.c on the host with gcc,
 // against the libibverbs-dev of the rdma-core that the guest runs (its
@@ -381,6 +403,9 @@ func traceSteps(port *int, libPath string, profiles *[]string) []plan.Step {
 			var env []string
 			if side == "go" && *flagBenchTraceGoEnv != "" && (n/4)%2 == 1 {
 				env, side = []string{*flagBenchTraceGoEnv}, "goenv"
+			}
+			if side == "c" && *flagBenchTraceCIdle && (n/4)%2 == 1 {
+				env, side = []string{"LD_PRELOAD=" + benchGuestIdleThread}, "cidle"
 			}
 			tag := fmt.Sprintf("trace %s %s #%d", bp.test, side, n)
 			out := fmt.Sprintf("/tmp/trace-%s-%s%d.txt.gz", bp.test, side, n)

@@ -385,11 +385,13 @@ func TestBenchPinFlag(t *testing.T) {
 // TestBenchTraceFlag: -benchtrace adds, per matching test and round, the
 // pair in both orders with each client traced into a file it copies out;
 // -benchtracegoenv sets its variable on the goverbs runs of odd rounds
-// only; the events are enabled on the kernel's command line.
+// only, -benchtracecidle preloads the idle thread into the rdma-core runs
+// of odd rounds only; the events are enabled on the kernel's command line.
 func TestBenchTraceFlag(t *testing.T) {
-	defer func(tr, env, prof string, rounds int) {
-		*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds = tr, env, prof, rounds
-	}(*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds)
+	defer func(tr, env, prof string, rounds int, cidle bool) {
+		*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds, *flagBenchTraceCIdle = tr, env, prof, rounds, cidle
+	}(*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds, *flagBenchTraceCIdle)
+	*flagBenchTraceCIdle = true
 	*flagBenchTrace, *flagBenchProf = "", ""
 	if a := traceBootArgs(); a != "" {
 		t.Errorf("without -benchtrace the kernel gets %q, want nothing", a)
@@ -412,12 +414,13 @@ func TestBenchTraceFlag(t *testing.T) {
 			t.Errorf("%s: %v, want the tables' 20,000 iterations", s.Name, s.Argv)
 		}
 		side := strings.Fields(s.Name)[2]
-		if (side == "goenv") != slices.Contains(s.Env, "GODEBUG=x=1") {
+		if (side == "goenv") != slices.Contains(s.Env, "GODEBUG=x=1") ||
+			(side == "cidle") != slices.Contains(s.Env, "LD_PRELOAD="+benchGuestIdleThread) {
 			t.Errorf("%s: environment %v", s.Name, s.Env)
 		}
 		got = append(got, side)
 	}
-	want := []string{"c", "go", "go", "c", "c", "goenv", "goenv", "c"}
+	want := []string{"c", "go", "go", "c", "cidle", "goenv", "goenv", "cidle"}
 	if !slices.Equal(got, want) {
 		t.Errorf("traced clients %v, want %v", got, want)
 	}

@@ -350,6 +350,7 @@ type guest struct {
 	tests   []testBin
 	tool    string   // cmd/goverbs, for the demo
 	cbench  string   // test/bench/testdata/cbench.c, built for bench mode, or ""
+	idle    string   // test/bench/testdata/idlethread.c, built for -benchtracecidle, or ""
 	pkgDirs []string // unpacked Debian packages
 	// hostLibs are host files (the dynamic loader, libc) that go into the
 	// guest at the same paths, after the packages': for -race binaries.
@@ -470,6 +471,9 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		}
 		if mode == "bench" {
 			g.cbench = buildCBench(ctx, a, root, dir, arch, g.pkgDirs)
+			if *flagBenchTraceCIdle && g.cbench != "" {
+				g.idle = buildIdleThread(ctx, root, dir, arch)
+			}
 			p.Steps = benchSteps(p.Steps, g.cbench != "", libPath)
 		}
 	}
@@ -628,6 +632,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 	}
 	if g.cbench != "" {
 		c.HostFile(benchGuestCBench, g.cbench, 0o755)
+	}
+	if g.idle != "" {
+		c.HostFile(benchGuestIdleThread, g.idle, 0o755)
 	}
 	for _, t := range g.tests {
 		c.HostFile(t.GuestPath(), t.Host, 0o755)
