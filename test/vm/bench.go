@@ -46,7 +46,7 @@ var (
 	flagBenchKProbes     = flag.String("benchkprobes", "", "bench mode, with -benchmicrokprof: count the calls of these kernel `functions` (comma-separated; a kprobe on each) over each of its steps, exactly, where its samples are a profile's")
 	flagBenchFetch       = flag.String("benchfetch", "", "bench mode, with -benchprofile: also copy these guest `files` (comma-separated) into its directory at the end, such as a callgrind output that -benchmicrowrap wrote")
 	flagBenchTrace       = flag.String("benchtrace", "", "bench mode, with -benchprofile: for the perftest tests matching this `regexp`, -benchrounds more rounds of runs (C, Go, Go, C; outside the tables) with the scheduler's and workqueues' events traced on every CPU (tracefs), each trace's text gzipped into the profile directory")
-	flagBenchInterfere   = flag.Int("benchinterfere", 0, "bench mode: this many rounds of a test of one vCPU's load on the other's speed: rdma-core's PostPoll and ReqNotify (cbench, on CPU 0), alone, beside goverbs' empty poll loop (BenchmarkPollEmpty) and beside rdma-core's (cbench PollEmpty), both on CPU 1; outside the tables")
+	flagBenchInterfere   = flag.Int("benchinterfere", 0, "bench mode: this many rounds of a test of other loads' effect on kernel work: rdma-core's PostPoll and ReqNotify (cbench, on CPU 0), alone, beside goverbs' empty poll loop (BenchmarkPollEmpty) and beside rdma-core's (cbench PollEmpty), both on CPU 1, and beside another process waking 100 and 1,000 times a second on CPU 0; outside the tables")
 	flagBenchTraceGoEnv  = flag.String("benchtracegoenv", "", "bench mode, with -benchtrace: add this `VAR=value` to the environment of the goverbs runs of every second round (rounds 1, 3, …), to compare a setting with the default in one VM run")
 	flagBenchTraceCIdle  = flag.Bool("benchtracecidle", false, "bench mode, with -benchtrace: run the rdma-core tools of every second round (rounds 1, 3, …) with one idle thread started in them (LD_PRELOAD of test/bench/testdata/idlethread.c), so that they are multithreaded as Go programs are")
 	flagBenchKProf       = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
@@ -316,12 +316,16 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 
 // interfereSteps is -benchinterfere's runs. Each round runs the victim,
 // rdma-core's PostPoll and ReqNotify from cbench at fixed counts on CPU 0,
-// three times: with CPU 1 running nothing of the benchmarks', running
-// goverbs' empty poll loop (the Go benchmark PollEmpty, a loop like the
-// one each side of a latency pair spins in while it waits), and running
-// rdma-core's (cbench's PollEmpty). The victim's code is the same in all
-// three, so a change in its ns/op is the other vCPU's doing, through the
-// emulator or the host's core.
+// five times: with nothing of the benchmarks' beside it; beside goverbs'
+// empty poll loop (the Go benchmark PollEmpty, a loop like the one each
+// side of a latency pair spins in while it waits) on CPU 1; beside
+// rdma-core's (cbench's PollEmpty) on CPU 1; and beside another process
+// waking 100 and 1,000 times a second on CPU 0 itself (/init tick), each
+// wakeup switching the CPU's address space there and back. The victim's
+// code is the same in all five, so a change in its ns/op is the other
+// load's doing, through the emulator or the host's core. (On 6.1 rxe does
+// PostPoll's work on the poster's CPU; on 6.12 kworkers may take it to
+// the other.)
 func interfereSteps(gotest plan.Step, libPath string) []plan.Step {
 	var steps []plan.Step
 	const aggressorSec = 5
@@ -330,32 +334,39 @@ func interfereSteps(gotest plan.Step, libPath string) []plan.Step {
 			Argv: []string{benchGuestCBench, "rxe0", "PostPoll|ReqNotify", "20000"}, CPUs: []int{0}, DelayMs: delay,
 			Prefix: fmt.Sprintf("  interfere #%d beside %s| ", r, beside)}
 	}
+	aggressor := func(r int, name string, argv []string, cpu int) plan.Step {
+		return plan.Step{Name: fmt.Sprintf("interfere #%d aggressor %s", r, name), Argv: argv, Background: true,
+			CPUs: []int{cpu}, TimeoutSec: 60, DelayMs: (aggressorSec + 1) * 1000, // the last one is done
+			Prefix: fmt.Sprintf("  interfere #%d aggressor %s| ", r, name)}
+	}
 	goArgv := []string{gotest.Argv[0], "-test.run=^$", "-test.bench=^BenchmarkPollEmpty$", fmt.Sprintf("-test.benchtime=%ds", aggressorSec)}
+	d := fmt.Sprintf("%ds", aggressorSec)
 	for r := range *flagBenchInterfere {
-		wait := 0
+		none := victim(r, "none", 0)
 		if r > 0 {
-			wait = (aggressorSec + 1) * 1000 // the last round's aggressor is done
+			none.DelayMs = (aggressorSec + 1) * 1000
 		}
-		steps = append(steps, victim(r, "none", wait))
-		steps = append(steps,
-			plan.Step{Name: fmt.Sprintf("interfere #%d aggressor go", r), Argv: goArgv, Dir: gotest.Dir, Env: gotest.Env, Background: true,
-				CPUs: []int{1}, TimeoutSec: 60, Prefix: fmt.Sprintf("  interfere #%d aggressor go| ", r)},
-			victim(r, "go", 1500),
-			plan.Step{Name: fmt.Sprintf("interfere #%d aggressor c", r), Argv: []string{benchGuestCBench, "rxe0", "PollEmpty", "120000000"},
-				LibPath: libPath, Background: true, CPUs: []int{1}, TimeoutSec: 60, DelayMs: (aggressorSec + 1) * 1000,
-				Prefix: fmt.Sprintf("  interfere #%d aggressor c| ", r)},
-			victim(r, "c", 1500))
+		g := aggressor(r, "go", goArgv, 1)
+		g.Dir, g.Env, g.DelayMs = gotest.Dir, gotest.Env, 0
+		c := aggressor(r, "c", []string{benchGuestCBench, "rxe0", "PollEmpty", "120000000"}, 1)
+		c.LibPath = libPath
+		steps = append(steps, none,
+			g, victim(r, "go", 1500),
+			c, victim(r, "c", 1500),
+			aggressor(r, "tick100", []string{"/init", "tick", "10ms", d}, 0), victim(r, "tick100", 1500),
+			aggressor(r, "tick1000", []string{"/init", "tick", "1ms", d}, 0), victim(r, "tick1000", 1500))
 	}
 	return steps
 }
 
 // traceEvents are the kernel events -benchtrace records: who ran on each
 // CPU and when, whom each wakeup woke and where, tasks moved between CPUs,
-// the timer tick, and the work items queued and run (rxe's tasks run as
-// work items on 6.12).
+// the timer tick, the TLB flushes (x86; each costs QEMU's emulated TLB),
+// and the work items queued and run (rxe's tasks run as work items on
+// 6.12).
 var traceEvents = []string{
 	"sched/sched_switch", "sched/sched_wakeup", "sched/sched_wakeup_new", "sched/sched_migrate_task",
-	"irq_vectors/local_timer_entry",
+	"irq_vectors/local_timer_entry", "tlb/tlb_flush",
 	"workqueue/workqueue_queue_work", "workqueue/workqueue_execute_start",
 }
 

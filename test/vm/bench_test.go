@@ -430,15 +430,16 @@ func TestBenchTraceFlag(t *testing.T) {
 }
 
 // TestBenchInterfere: each round of -benchinterfere runs the same victim
-// on CPU 0 alone, beside goverbs' poll loop and beside rdma-core's, each
-// loop on CPU 1 in the background.
+// on CPU 0 alone, beside goverbs' poll loop and beside rdma-core's (each
+// on CPU 1), and beside /init tick at two rates on CPU 0, each load in
+// the background before its victim.
 func TestBenchInterfere(t *testing.T) {
 	defer func(v int) { *flagBenchInterfere = v }(*flagBenchInterfere)
 	*flagBenchInterfere = 2
 	gotest := plan.Step{Name: "./test/bench", Argv: []string{"/t/bench.test", "-test.bench=."}, Dir: "/t"}
 	steps := interfereSteps(gotest, "/lib")
-	if len(steps) != 2*5 {
-		t.Fatalf("%d steps, want 5 a round", len(steps))
+	if len(steps) != 2*9 {
+		t.Fatalf("%d steps, want 9 a round", len(steps))
 	}
 	for i, s := range steps {
 		switch {
@@ -447,7 +448,14 @@ func TestBenchInterfere(t *testing.T) {
 				t.Errorf("step %d %s: %v on CPUs %v", i, s.Name, s.Argv, s.CPUs)
 			}
 		case strings.Contains(s.Name, "aggressor"):
-			if !slices.Equal(s.CPUs, []int{1}) || !s.Background || !strings.Contains(steps[i+1].Name, "victim") {
+			cpu := 1
+			if strings.Contains(s.Name, "tick") {
+				cpu = 0
+				if s.Argv[0] != "/init" || s.Argv[1] != "tick" {
+					t.Errorf("step %d %s: %v", i, s.Name, s.Argv)
+				}
+			}
+			if !slices.Equal(s.CPUs, []int{cpu}) || !s.Background || !strings.Contains(steps[i+1].Name, "victim") {
 				t.Errorf("step %d %s: on CPUs %v, background %v, before %s", i, s.Name, s.CPUs, s.Background, steps[i+1].Name)
 			}
 		default:

@@ -48,6 +48,11 @@ func main() {
 		if len(os.Args) > 1 && os.Args[1] == "dump" {
 			os.Exit(dump(os.Args[2:]))
 		}
+		// Run as a step: wake every PERIOD for DURATION (a load for the
+		// benchmarks' -benchinterfere).
+		if len(os.Args) == 4 && os.Args[1] == "tick" {
+			os.Exit(tick(os.Args[2], os.Args[3]))
+		}
 		fmt.Fprintln(os.Stderr, "guest: this is the VM harness's /init; it runs as PID 1 only")
 		os.Exit(2)
 	}
@@ -425,6 +430,30 @@ func dumpKernelLog(n int) {
 	for _, l := range lines {
 		fmt.Println("  dmesg:", l)
 	}
+}
+
+// tick sleeps period at a time, on one thread, until duration has passed,
+// and prints how many times it woke: another process's thread that wakes
+// at a steady rate on a CPU, switching the CPU's address space each time.
+func tick(period, duration string) int {
+	p, err1 := time.ParseDuration(period)
+	d, err2 := time.ParseDuration(duration)
+	err := errors.Join(err1, err2)
+	if err == nil && p <= 0 {
+		err = fmt.Errorf("period %v: not positive", p)
+	}
+	if err != nil {
+		fmt.Println("init: tick PERIOD DURATION:", err)
+		return 2
+	}
+	runtime.LockOSThread()
+	ts := unix.NsecToTimespec(p.Nanoseconds())
+	n := 0
+	for start := time.Now(); time.Since(start) < d; n++ {
+		_ = unix.Nanosleep(&ts, nil)
+	}
+	fmt.Printf("tick: woke %d times in %v\n", n, d)
+	return 0
 }
 
 // dump prints each file on the console as plan.MarkFile lines: the VM

@@ -53,3 +53,16 @@ func TestStartOn(t *testing.T) {
 		}
 	}
 }
+
+// TestTick: /init tick wakes over the duration and refuses arguments it
+// cannot read.
+func TestTick(t *testing.T) {
+	if rc := tick("2ms", "50ms"); rc != 0 {
+		t.Errorf("tick 2ms 50ms: rc %d", rc)
+	}
+	for _, args := range [][2]string{{"x", "1s"}, {"1ms", "y"}, {"0s", "1s"}} {
+		if rc := tick(args[0], args[1]); rc != 2 {
+			t.Errorf("tick %q %q: rc %d, want 2", args[0], args[1], rc)
+		}
+	}
+}

@@ -23,7 +23,9 @@ import (
 // 20,000 iterations makes a few hundred thousand scheduler events.
 const traceBufferKB = 65536
 
-type trace struct{}
+type trace struct {
+	irqs map[string]int64 // /proc/interrupts and /proc/stat's ctxt at start
+}
 
 // traceEnabled is the events enabled so far. An event stays enabled once
 // it is, for later steps, which only turn recording on and off: enabling
@@ -64,16 +66,19 @@ func startTrace(events []string) (*trace, error) {
 		}
 		traceEnabled[e] = err == nil
 	}
+	t := &trace{irqs: readInterrupts()}
 	if err := os.WriteFile(tracefs+"/tracing_on", []byte("1"), 0); err != nil {
 		return nil, fmt.Errorf("tracefs tracing_on: %w", err)
 	}
-	return &trace{}, nil
+	return t, nil
 }
 
-// stop stops recording, writes the trace's text gzipped to out, prints
-// how much there was and shrinks the buffer.
+// stop stops recording, prints how the interrupts moved over the step,
+// writes the trace's text gzipped to out, prints how much there was and
+// shrinks the buffer.
 func (t *trace) stop(name, out string) {
 	_ = os.WriteFile(tracefs+"/tracing_on", []byte("0"), 0)
+	printCounters(name+": interrupts", t.irqs, readInterrupts())
 	if err := writeTrace(out); err != nil {
 		fmt.Printf("init: %s: trace: %v\n", name, err)
 	}
