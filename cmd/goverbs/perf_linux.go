@@ -45,6 +45,7 @@ type perfConfig struct {
 	all    bool   // latency tests: print every sample, as perftest's -U
 	warmup time.Duration
 	sysmon string // -sysmon: idle, nice or normal
+	hold   bool   // -hold: the process held to the poller's CPU
 }
 
 // perfPeer is what the two sides exchange over TCP, as one JSON line.
@@ -77,6 +78,7 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.inline, "I", -1, "send messages of up to `N` bytes inline (IBV_SEND_INLINE), as perftest's --inline_size; -1: perftest's default for the device, which inlines only on devices it knows: on mlx5 (ConnectX-4 and later) 236 bytes for send_lat and 220 for write_lat, else 0 (the bandwidth tests, and rxe)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after the sides meet, before measuring (the Go runtime's sysmon settles; 0: none)")
+	fs.BoolVar(&c.hold, "hold", holdFlag(), "hold the process (the poller and the Go runtime's other threads) to the poller's CPU over the timed loop, so that the runtime's threads never take the peer's (see holdThreads); the default is true unless GOVERBS_HOLD=0")
 	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the timed loop: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller), nice (nice 19, nearly as good, a larger share) or normal; the default comes from GOVERBS_SYSMON if set")
 	fs.BoolVar(&c.all, "U", false, "latency tests: print every sample in µs, in order, before the summary (perftest's --report-unsorted)")
 	fs.Usage = func() {
@@ -284,6 +286,11 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	// polls (client and server on a 2-vCPU VM), each of those wakeups
 	// preempts a poller: measured, the first ~20 ms of a run are slow.
 	for start := time.Now(); time.Since(start) < c.warmup; {
+	}
+	if c.hold {
+		if _, err := holdThreads(); err != nil {
+			fmt.Fprintln(os.Stderr, "goverbs: the runtime's threads are not held to the poller's CPU:", err)
+		}
 	}
 	client := c.server != ""
 	if os.Getenv("GOVERBS_PERF_THREADS") != "" {

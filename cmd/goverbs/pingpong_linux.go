@@ -84,6 +84,7 @@ type ppConfig struct {
 	ud      bool
 	warmup  time.Duration
 	sysmon  string // -sysmon: idle, nice or normal
+	hold    bool   // -hold: the process held to the poller's CPU
 }
 
 // udQKey is the Q_Key ibv_ud_pingpong uses, and udGRH the room a UD
@@ -126,6 +127,7 @@ func pingpong(out io.Writer, args []string) int {
 	fs.BoolVar(&c.events, "e", false, "sleep on CQ events (default: poll)")
 	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (RoCE needs one)")
 	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after connecting, before the timed exchanges (the Go runtime's sysmon settles; 0: none)")
+	fs.BoolVar(&c.hold, "hold", holdFlag(), "when polling, hold the process (the poller and the Go runtime's other threads) to the poller's CPU over the exchanges, so that the runtime's threads never take the peer's (see goverbs perf); the default is true unless GOVERBS_HOLD=0")
 	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the polled exchanges: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller), nice (nice 19, nearly as good, a larger share) or normal; the default comes from GOVERBS_SYSMON if set")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs pingpong [flags]          start a server and wait for a connection")
@@ -360,6 +362,11 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	// 20 µs for its first milliseconds after the process blocked (the TCP
 	// exchange), has backed off before the first exchange.
 	for start := time.Now(); time.Since(start) < c.warmup; {
+	}
+	if c.hold && !c.events {
+		if _, err := holdThreads(); err != nil {
+			fmt.Fprintln(os.Stderr, "goverbs: the runtime's threads are not held to the poller's CPU:", err)
+		}
 	}
 	pending := ppRecvWRID
 	if c.server != "" {

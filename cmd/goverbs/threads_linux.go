@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -195,4 +196,43 @@ func quietMonitor(mode string) {
 	if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "goverbs: the Go runtime's monitor thread keeps its priority: sched_setattr: %v\n", err)
 	}
+}
+
+// holdFlag is the default of the tools' -hold flag: false if
+// GOVERBS_HOLD is "0" (so a harness can switch it for every run), else
+// true.
+func holdFlag() bool { return os.Getenv("GOVERBS_HOLD") != "0" }
+
+// holdThreads locks the calling goroutine, the poller, to its thread and
+// holds every thread of the process to the CPU that thread runs on now
+// (threads made later inherit it). It returns that CPU, or -1 and why not.
+//
+// Why: on a machine with no core to spare (the benchmark VM: two vCPUs,
+// client and server each busy-polling one), a runtime thread (the
+// monitor, an idle thread) that wakes on the peer's CPU takes it from the
+// peer and switches that CPU's address space there and back, which QEMU's
+// TCG pays for twice over: it empties the vCPU's emulated TLB and jump
+// cache on each switch, and the kernel's work after it runs slower
+// (docs/PERFORMANCE.md, the twenty-second round: about 100 such wakeups a
+// second made rdma-core's own PostPoll 14 % slower). Held to the
+// poller's CPU, the runtime's threads only take turns with their own
+// poller, in the same address space. The poller is held too: had it
+// moved to the peer's CPU later, it would have left its threads there.
+// Call it after the warm-up, when the scheduler has placed the pollers
+// on CPUs of their own.
+func holdThreads() (int, error) {
+	runtime.LockOSThread()
+	var cpu, node uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0); e != 0 {
+		return -1, fmt.Errorf("getcpu: %w", e)
+	}
+	var set unix.CPUSet
+	set.Set(int(cpu))
+	for _, tid := range threadIDs() {
+		// A thread that exited since the listing (ESRCH) needs nothing.
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			return -1, fmt.Errorf("sched_setaffinity of thread %d: %w", tid, err)
+		}
+	}
+	return int(cpu), nil
 }

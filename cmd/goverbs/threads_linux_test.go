@@ -120,3 +120,49 @@ func inSyscall(t *testing.T, path string) (string, int) {
 	}
 	return f[0], nr
 }
+
+// TestHoldThreads: every thread, the caller's too, is held to the CPU the
+// caller ran on.
+func TestHoldThreads(t *testing.T) {
+	done := make(chan struct{})
+	defer close(done)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	// A few more threads: goroutines locked to their own, blocked.
+	for range 3 {
+		started := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(started)
+			<-done
+		}()
+		<-started
+	}
+	cpu, err := holdThreads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { // give the test binary its threads back
+		for _, tid := range threadIDs() {
+			_ = unix.SchedSetaffinity(tid, &all)
+		}
+	}()
+	held := 0
+	for _, tid := range threadIDs() {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &set); err != nil {
+			continue // exited
+		}
+		if set.Count() != 1 || !set.IsSet(cpu) {
+			t.Errorf("thread %d: %d CPUs, CPU %d set: %v; want only CPU %d", tid, set.Count(), cpu, set.IsSet(cpu), cpu)
+		}
+		held++
+	}
+	if held < 4 {
+		t.Errorf("%d threads held, want at least the caller's and the 3 started", held)
+	}
+}
