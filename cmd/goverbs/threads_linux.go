@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -230,7 +231,7 @@ func holdThreads() (int, error) {
 	set.Set(int(cpu))
 	for _, tid := range threadIDs() {
 		// A thread that exited since the listing (ESRCH) needs nothing.
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
 			return -1, fmt.Errorf("sched_setaffinity of thread %d: %w", tid, err)
 		}
 	}
