@@ -31,11 +31,8 @@ type kprobes struct {
 // that cannot be probed (not in the kernel, inlined, notrace) is
 // reported and left out.
 func startKProbes(syms []string) (*kprobes, error) {
-	if err := os.MkdirAll(tracefs, 0o755); err != nil {
+	if err := mountTracefs(); err != nil {
 		return nil, err
-	}
-	if err := unix.Mount("tracefs", tracefs, "tracefs", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-		return nil, fmt.Errorf("mount tracefs: %w", err)
 	}
 	k := &kprobes{syms: syms, ok: make([]bool, len(syms))}
 	k.clear()
@@ -83,6 +80,18 @@ func parseKProbeProfile(b []byte) map[string]string {
 		}
 	}
 	return hits
+}
+
+// mountTracefs mounts tracefs where the kprobes and the traces find it,
+// unless it is there already.
+func mountTracefs() error {
+	if err := os.MkdirAll(tracefs, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tracefs", tracefs, "tracefs", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("mount tracefs: %w", err)
+	}
+	return nil
 }
 
 // clear removes every kprobe (a truncating write to kprobe_events; the

@@ -4,12 +4,9 @@ package main
 
 import (
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // Traced kernel events: tracefs's own ring buffer records every event
@@ -39,11 +36,8 @@ var traceEnabled = map[string]bool{}
 // turns recording on. An event the kernel does not have is reported and
 // left out.
 func startTrace(events []string) (*trace, error) {
-	if err := os.MkdirAll(tracefs, 0o755); err != nil {
+	if err := mountTracefs(); err != nil {
 		return nil, err
-	}
-	if err := unix.Mount("tracefs", tracefs, "tracefs", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-		return nil, fmt.Errorf("mount tracefs: %w", err)
 	}
 	for _, w := range []struct{ file, val string }{
 		{"tracing_on", "0"},
