@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/uapi"
 )
 
 // nlmsg encodes one netlink message: header, payload, padding to 4.
@@ -47,9 +49,9 @@ func extAck(msg string) []byte {
 // reply with no messages.
 func FuzzParseReplies(f *testing.F) {
 	dev := NewBuilder(nil)
-	dev.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, 1)
-	dev.String(RDMA_NLDEV_ATTR_DEV_NAME, "rxe0")
-	data := nlmsg(rdmaType(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET), unix.NLM_F_MULTI, 7, dev.Bytes())
+	dev.Uint32(uapi.RDMA_NLDEV_ATTR_DEV_INDEX, 1)
+	dev.String(uapi.RDMA_NLDEV_ATTR_DEV_NAME, "rxe0")
+	data := nlmsg(uapi.RDMA_NL_GET_TYPE(uapi.RDMA_NL_NLDEV, uapi.RDMA_NLDEV_CMD_GET), unix.NLM_F_MULTI, 7, dev.Bytes())
 	f.Add(append(append([]byte(nil), data...), nlmsg(unix.NLMSG_DONE, unix.NLM_F_MULTI, 7, make([]byte, 4))...), uint32(7))
 	f.Add(append(nlmsg(99, 0, 6, []byte("stale")), nlmsg(unix.NLMSG_ERROR, 0, 7, nlerr(0, 16, nil))...), uint32(7))
 	f.Add(nlmsg(unix.NLMSG_ERROR, unix.NLM_F_ACK_TLVS|unix.NLM_F_CAPPED, 7, nlerr(-17, 40, extAck("File exists"))), uint32(7))
@@ -209,21 +211,21 @@ func FuzzRDMAReplies(f *testing.F) {
 		u64 := func(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
 		b := NewBuilder(nil)
 		b.Add(999, payload) // an attribute nobody asks for
-		b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, idx)
-		b.String(RDMA_NLDEV_ATTR_DEV_NAME, name)
-		b.Add(RDMA_NLDEV_ATTR_NODE_GUID, u64(guid))
-		b.Add(RDMA_NLDEV_ATTR_SYS_IMAGE_GUID, u64(^guid))
-		b.String(RDMA_NLDEV_ATTR_FW_VERSION, netdev)
-		b.String(RDMA_NLDEV_ATTR_DEV_PROTOCOL, "roce")
-		b.Uint32(RDMA_NLDEV_ATTR_PORT_INDEX, idx>>8)
-		b.Add(RDMA_NLDEV_ATTR_PORT_STATE, []byte{state})
-		b.Add(RDMA_NLDEV_ATTR_PORT_PHYS_STATE, []byte{^state})
-		b.String(RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
-		b.String(RDMA_NLDEV_ATTR_CHARDEV_NAME, chardev)
-		b.Add(RDMA_NLDEV_ATTR_CHARDEV_ABI, u64(guid>>3))
-		b.Add(RDMA_NLDEV_ATTR_CHARDEV, u64(guid<<3))
-		b.Uint32(RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, idx^1)
-		b.Nested(998, func(b *Builder) { b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, idx+1) }) // not read: nested
+		b.Uint32(uapi.RDMA_NLDEV_ATTR_DEV_INDEX, idx)
+		b.String(uapi.RDMA_NLDEV_ATTR_DEV_NAME, name)
+		b.Add(uapi.RDMA_NLDEV_ATTR_NODE_GUID, u64(guid))
+		b.Add(uapi.RDMA_NLDEV_ATTR_SYS_IMAGE_GUID, u64(^guid))
+		b.String(uapi.RDMA_NLDEV_ATTR_FW_VERSION, netdev)
+		b.String(uapi.RDMA_NLDEV_ATTR_DEV_PROTOCOL, "roce")
+		b.Uint32(uapi.RDMA_NLDEV_ATTR_PORT_INDEX, idx>>8)
+		b.Add(uapi.RDMA_NLDEV_ATTR_PORT_STATE, []byte{state})
+		b.Add(uapi.RDMA_NLDEV_ATTR_PORT_PHYS_STATE, []byte{^state})
+		b.String(uapi.RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
+		b.String(uapi.RDMA_NLDEV_ATTR_CHARDEV_NAME, chardev)
+		b.Add(uapi.RDMA_NLDEV_ATTR_CHARDEV_ABI, u64(guid>>3))
+		b.Add(uapi.RDMA_NLDEV_ATTR_CHARDEV, u64(guid<<3))
+		b.Uint32(uapi.RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, idx^1)
+		b.Nested(998, func(b *Builder) { b.Uint32(uapi.RDMA_NLDEV_ATTR_DEV_INDEX, idx+1) }) // not read: nested
 		if len(b.Bytes()) > 0xffff {
 			return // past what one attribute length can say
 		}

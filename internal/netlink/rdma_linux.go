@@ -5,52 +5,18 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/uapi"
 )
-
-// RDMA netlink names from <rdma/rdma_netlink.h>, spelled as the kernel does.
-// TODO(uapi): take these from the generated uapi package once it covers
-// rdma_netlink.h.
-const (
-	RDMA_NL_NLDEV = 5
-
-	RDMA_NLDEV_CMD_GET      = 1
-	RDMA_NLDEV_CMD_NEWLINK  = 3
-	RDMA_NLDEV_CMD_DELLINK  = 4
-	RDMA_NLDEV_CMD_PORT_GET = 5
-
-	RDMA_NLDEV_CMD_GET_CHARDEV = 15
-
-	RDMA_NLDEV_ATTR_DEV_INDEX       = 1
-	RDMA_NLDEV_ATTR_DEV_NAME        = 2
-	RDMA_NLDEV_ATTR_PORT_INDEX      = 3
-	RDMA_NLDEV_ATTR_FW_VERSION      = 5
-	RDMA_NLDEV_ATTR_NODE_GUID       = 6
-	RDMA_NLDEV_ATTR_SYS_IMAGE_GUID  = 7
-	RDMA_NLDEV_ATTR_PORT_STATE      = 12
-	RDMA_NLDEV_ATTR_PORT_PHYS_STATE = 13
-	RDMA_NLDEV_ATTR_NDEV_INDEX      = 50
-	RDMA_NLDEV_ATTR_NDEV_NAME       = 51
-	RDMA_NLDEV_ATTR_LINK_TYPE       = 65
-	RDMA_NLDEV_ATTR_DEV_PROTOCOL    = 67
-
-	RDMA_NLDEV_ATTR_CHARDEV_TYPE     = 69
-	RDMA_NLDEV_ATTR_CHARDEV_NAME     = 70
-	RDMA_NLDEV_ATTR_CHARDEV_ABI      = 71
-	RDMA_NLDEV_ATTR_CHARDEV          = 72
-	RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID = 73
-)
-
-// rdmaType is RDMA_NL_GET_TYPE(client, op).
-func rdmaType(client, op uint16) uint16 { return client<<10 + op }
 
 // RDMALinkAdd creates a software RDMA device name of type linkType ("rxe")
 // on netdev, like "rdma link add NAME type rxe netdev NETDEV".
 func RDMALinkAdd(name, linkType, netdev string) error {
 	b := NewBuilder(nil)
-	b.String(RDMA_NLDEV_ATTR_DEV_NAME, name)
-	b.String(RDMA_NLDEV_ATTR_LINK_TYPE, linkType)
-	b.String(RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
-	_, err := rdmaDo(RDMA_NLDEV_CMD_NEWLINK, 0, b.Bytes())
+	b.String(uapi.RDMA_NLDEV_ATTR_DEV_NAME, name)
+	b.String(uapi.RDMA_NLDEV_ATTR_LINK_TYPE, linkType)
+	b.String(uapi.RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
+	_, err := rdmaDo(uapi.RDMA_NLDEV_CMD_NEWLINK, 0, b.Bytes())
 	if err != nil {
 		return fmt.Errorf("rdma link add %s type %s netdev %s: %w", name, linkType, netdev, err)
 	}
@@ -68,8 +34,8 @@ func RDMALinkDel(name string) error {
 			continue
 		}
 		b := NewBuilder(nil)
-		b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, d.Index)
-		if _, err := rdmaDo(RDMA_NLDEV_CMD_DELLINK, 0, b.Bytes()); err != nil {
+		b.Uint32(uapi.RDMA_NLDEV_ATTR_DEV_INDEX, d.Index)
+		if _, err := rdmaDo(uapi.RDMA_NLDEV_CMD_DELLINK, 0, b.Bytes()); err != nil {
 			return fmt.Errorf("rdma link delete %s: %w", name, err)
 		}
 		return nil
@@ -90,7 +56,7 @@ type RDMADevice struct {
 
 // RDMADevices lists the RDMA devices the kernel knows.
 func RDMADevices() ([]RDMADevice, error) {
-	msgs, err := rdmaDo(RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)
+	msgs, err := rdmaDo(uapi.RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -106,19 +72,19 @@ func parseDevice(b []byte) RDMADevice {
 	var d RDMADevice
 	for _, a := range ParseAttrs(b) {
 		switch a.Type {
-		case RDMA_NLDEV_ATTR_DEV_INDEX:
+		case uapi.RDMA_NLDEV_ATTR_DEV_INDEX:
 			d.Index = a.Uint32()
-		case RDMA_NLDEV_ATTR_DEV_NAME:
+		case uapi.RDMA_NLDEV_ATTR_DEV_NAME:
 			d.Name = a.String()
-		case RDMA_NLDEV_ATTR_NODE_GUID:
+		case uapi.RDMA_NLDEV_ATTR_NODE_GUID:
 			d.NodeGUID = a.Uint64()
-		case RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
+		case uapi.RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
 			d.SysGUID = a.Uint64()
-		case RDMA_NLDEV_ATTR_FW_VERSION:
+		case uapi.RDMA_NLDEV_ATTR_FW_VERSION:
 			d.FWVersion = a.String()
-		case RDMA_NLDEV_ATTR_DEV_PROTOCOL:
+		case uapi.RDMA_NLDEV_ATTR_DEV_PROTOCOL:
 			d.Protocol = a.String()
-		case RDMA_NLDEV_ATTR_PORT_INDEX:
+		case uapi.RDMA_NLDEV_ATTR_PORT_INDEX:
 			d.Ports = a.Uint32()
 		}
 	}
@@ -145,8 +111,8 @@ func RDMALinks() ([]RDMALink, error) {
 	var out []RDMALink
 	for _, d := range devs {
 		b := NewBuilder(nil)
-		b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, d.Index)
-		msgs, err := rdmaDo(RDMA_NLDEV_CMD_PORT_GET, unix.NLM_F_DUMP, b.Bytes())
+		b.Uint32(uapi.RDMA_NLDEV_ATTR_DEV_INDEX, d.Index)
+		msgs, err := rdmaDo(uapi.RDMA_NLDEV_CMD_PORT_GET, unix.NLM_F_DUMP, b.Bytes())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Name, err)
 		}
@@ -163,13 +129,13 @@ func parseLink(device string, b []byte) RDMALink {
 	l := RDMALink{Device: device}
 	for _, a := range ParseAttrs(b) {
 		switch a.Type {
-		case RDMA_NLDEV_ATTR_PORT_INDEX:
+		case uapi.RDMA_NLDEV_ATTR_PORT_INDEX:
 			l.Port = a.Uint32()
-		case RDMA_NLDEV_ATTR_PORT_STATE:
+		case uapi.RDMA_NLDEV_ATTR_PORT_STATE:
 			l.State = a.Uint8()
-		case RDMA_NLDEV_ATTR_PORT_PHYS_STATE:
+		case uapi.RDMA_NLDEV_ATTR_PORT_PHYS_STATE:
 			l.PhysState = a.Uint8()
-		case RDMA_NLDEV_ATTR_NDEV_NAME:
+		case uapi.RDMA_NLDEV_ATTR_NDEV_NAME:
 			l.Netdev = a.String()
 		}
 	}
@@ -191,9 +157,9 @@ type Chardev struct {
 // netlink index devIndex.
 func UverbsChardev(devIndex uint32) (Chardev, error) {
 	b := NewBuilder(nil)
-	b.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, devIndex)
-	b.String(RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs")
-	msgs, err := rdmaDo(RDMA_NLDEV_CMD_GET_CHARDEV, 0, b.Bytes())
+	b.Uint32(uapi.RDMA_NLDEV_ATTR_DEV_INDEX, devIndex)
+	b.String(uapi.RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs")
+	msgs, err := rdmaDo(uapi.RDMA_NLDEV_CMD_GET_CHARDEV, 0, b.Bytes())
 	if err != nil {
 		return Chardev{}, err
 	}
@@ -208,13 +174,13 @@ func UverbsChardev(devIndex uint32) (Chardev, error) {
 func parseChardev(c *Chardev, b []byte) {
 	for _, a := range ParseAttrs(b) {
 		switch a.Type {
-		case RDMA_NLDEV_ATTR_CHARDEV_NAME:
+		case uapi.RDMA_NLDEV_ATTR_CHARDEV_NAME:
 			c.Name = a.String()
-		case RDMA_NLDEV_ATTR_CHARDEV_ABI:
+		case uapi.RDMA_NLDEV_ATTR_CHARDEV_ABI:
 			c.ABI = a.Uint64()
-		case RDMA_NLDEV_ATTR_CHARDEV:
+		case uapi.RDMA_NLDEV_ATTR_CHARDEV:
 			c.Dev = a.Uint64()
-		case RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
+		case uapi.RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
 			c.DriverID, c.HaveDriverID = a.Uint32(), true
 		}
 	}
@@ -229,5 +195,5 @@ func rdmaDo(cmd uint16, flags uint16, payload []byte) ([]Message, error) {
 		return nil, err
 	}
 	defer c.Close()
-	return c.Execute(rdmaType(RDMA_NL_NLDEV, cmd), flags, payload)
+	return c.Execute(uapi.RDMA_NL_GET_TYPE(uapi.RDMA_NL_NLDEV, cmd), flags, payload)
 }
