@@ -76,14 +76,28 @@ const kprofLength = 10
 // followed the count of ticks it happened to span (write_lat's ratio moved
 // from 0.50x to 1.17x between VM runs of the same code). At 20,000 every
 // run spans 50 to 150 ticks.
-var benchPairs = []struct {
-	test, perftest string
-	size, iters    int
-}{
+var benchPairs = []benchPair{
 	{"send_lat", "ib_send_lat", 64, latIters},
 	{"write_lat", "ib_write_lat", 64, latIters},
 	{"send_bw", "ib_send_bw", 4096, bwIters},
 	{"write_bw", "ib_write_bw", 4096, bwIters},
+}
+
+// benchPair is one perftest test and the goverbs perf test beside it.
+type benchPair struct {
+	test, perftest string
+	size, iters    int
+}
+
+// perftestArgv is the perftest command of the pair's side, n iterations
+// long (the port and, for a client, the server's address go after it).
+func (bp benchPair) perftestArgv(n int) []string {
+	return []string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(n)}
+}
+
+// goverbsArgv is the goverbs perf command beside perftestArgv.
+func (bp benchPair) goverbsArgv(n int) []string {
+	return []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(n)}
 }
 
 // latIters is the length of each latency pair's runs (-benchlatiters
@@ -273,12 +287,9 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 			}
 			for _, side := range []string{"c", "go"} {
 				port++
-				n := fmt.Sprint(kprofLength * bp.iters)
-				argv := []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", n}
-				lib := ""
+				argv, lib := bp.goverbsArgv(kprofLength*bp.iters), ""
 				if side == "c" {
-					argv = []string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", n}
-					lib = libPath
+					argv, lib = bp.perftestArgv(kprofLength*bp.iters), libPath
 				}
 				argv = append(argv, "-p", fmt.Sprint(port))
 				tag := "kprof " + bp.test + " " + side
@@ -404,11 +415,9 @@ func traceSteps(port *int, libPath string, profiles *[]string) []plan.Step {
 		for n := range 4 * *flagBenchRounds {
 			side := []string{"c", "go", "go", "c"}[n%4]
 			*port++
-			argv := []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
-			lib := ""
+			argv, lib := bp.goverbsArgv(bp.iters), ""
 			if side == "c" {
-				argv = []string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)}
-				lib = libPath
+				argv, lib = bp.perftestArgv(bp.iters), libPath
 			}
 			argv = append(argv, "-p", fmt.Sprint(*port))
 			var env []string
@@ -511,8 +520,7 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 			bp.iters = *flagBenchLatIters
 		}
 		pair(bp.test,
-			[]string{"/usr/bin/" + bp.perftest, "-d", "rxe0", "-x", "1", "-F", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)},
-			[]string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(bp.iters)},
+			bp.perftestArgv(bp.iters), bp.goverbsArgv(bp.iters),
 			toClient)
 	}
 	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(pingpongIters)}
@@ -525,8 +533,7 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 			break
 		}
 		*port++
-		argv := []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size),
-			"-n", fmt.Sprint(25 * bp.iters), "-p", fmt.Sprint(*port)}
+		argv := append(bp.goverbsArgv(25*bp.iters), "-p", fmt.Sprint(*port))
 		cli := append([]string{argv[0], argv[1], "-cpuprofile", p}, argv[2:]...)
 		tag := "profile " + bp.test
 		steps = append(steps,
