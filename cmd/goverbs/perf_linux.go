@@ -288,9 +288,7 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	for start := time.Now(); time.Since(start) < c.warmup; {
 	}
 	if c.hold {
-		if _, err := holdThreads(); err != nil {
-			fmt.Fprintln(os.Stderr, "goverbs: the runtime's threads are not held to the poller's CPU:", err)
-		}
+		holdPoller()
 	}
 	client := c.server != ""
 	if os.Getenv("GOVERBS_PERF_THREADS") != "" {

@@ -364,9 +364,7 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	for start := time.Now(); time.Since(start) < c.warmup; {
 	}
 	if c.hold && !c.events {
-		if _, err := holdThreads(); err != nil {
-			fmt.Fprintln(os.Stderr, "goverbs: the runtime's threads are not held to the poller's CPU:", err)
-		}
+		holdPoller()
 	}
 	pending := ppRecvWRID
 	if c.server != "" {

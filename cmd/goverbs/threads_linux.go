@@ -204,6 +204,14 @@ func quietMonitor(mode string) {
 // true.
 func holdFlag() bool { return os.Getenv("GOVERBS_HOLD") != "0" }
 
+// holdPoller is the tools' -hold: holdThreads, saying on stderr if the
+// threads could not be held (the run goes on without).
+func holdPoller() {
+	if _, err := holdThreads(); err != nil {
+		fmt.Fprintln(os.Stderr, "goverbs: the runtime's threads are not held to the poller's CPU:", err)
+	}
+}
+
 // holdThreads locks the calling goroutine, the poller, to its thread and
 // holds every thread of the process to the CPU that thread runs on now
 // (threads made later inherit it). It returns that CPU, or -1 and why not.
