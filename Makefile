@@ -185,7 +185,8 @@ vmtest: tools
 # RUN; COUNT=0 leaves that run out).
 # VMFLAGS=-benchprofile=DIR copies CPU profiles out of the guest;
 # VMFLAGS=-benchkprof=REGEXP adds a kernel profile of a long perftest and
-# goverbs perf run of each matching test (docs/PERFORMANCE.md).
+# goverbs perf run of each matching test (docs/PERFORMANCE-LOG.md, "Flags
+# for finding out why").
 COUNT ?= 1
 bench: tools
 	$(GO) run ./test/vm -vms 6.1/amd64,6.12/amd64 $(if $(RUN),-run '$(RUN)') $(VMFLAGS) bench

@@ -170,7 +170,7 @@ func validSysmon(v string) bool { return v == "idle" || v == "nice" || v == "nor
 // CPU has nothing else to do, or for a sliver of a scheduler period. At
 // nice 19 its weight makes a wakeup preemption all but impossible too, but
 // it keeps a larger share. perftest, one C thread, has nothing like it
-// to move. Measured on 6.1 (docs/PERFORMANCE.md), p99 against perftest's:
+// to move. Measured on 6.1 (docs/PERFORMANCE-LOG.md), p99 against perftest's:
 // 2.2x with sysmon left alone, 1.25x idle (with a single stall of 2-13 ms
 // in a fifth of the runs), 1.5x nice (no such stall).
 //
@@ -222,7 +222,7 @@ func holdPoller() {
 // peer and switches that CPU's address space there and back, which QEMU's
 // TCG pays for twice over: it empties the vCPU's emulated TLB and jump
 // cache on each switch, and the kernel's work after it runs slower
-// (docs/PERFORMANCE.md, the twenty-second round: about 100 such wakeups a
+// (docs/PERFORMANCE-LOG.md, the twenty-second round: about 100 such wakeups a
 // second made rdma-core's own PostPoll 14 % slower). Held to the
 // poller's CPU, the runtime's threads only take turns with their own
 // poller, in the same address space. The poller is held too: had it

@@ -14,5 +14,5 @@ package mlx5
 // rdma-core's udma_from_device_barrier issues an LFENCE here, and so did
 // goverbs until the seventeenth round of [F]: it waits for every earlier
 // load to finish, and was 40 % of a one-CQE poll on the host
-// (docs/PERFORMANCE.md), with nothing for it to order.
+// (docs/PERFORMANCE-LOG.md), with nothing for it to order.
 func readFence() {}

@@ -17,7 +17,7 @@ import (
 // process moved (run time, switches, moves between CPUs) and which
 // interrupts the guest took: what may stand between a drain and its ring
 // pages. It showed the benchmark's goroutine taking turns on two threads,
-// one per vCPU (docs/PERFORMANCE.md).
+// one per vCPU (docs/PERFORMANCE-LOG.md).
 var benchDiag = os.Getenv("GOVERBS_BENCH_DIAG") != ""
 
 // tstat is one thread's counters: run time (ns), voluntary and

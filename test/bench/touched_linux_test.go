@@ -19,7 +19,7 @@ import (
 // the first touch of a ring page costs inside the drain (under TCG, the
 // emulated TLB's refills: a drain of 256 CQEs walks four new 4 KiB pages
 // of rxe's ring, since the ring moves on with every round). It is an
-// experiment for docs/PERFORMANCE.md, not a figure of the tables.
+// experiment for docs/PERFORMANCE-LOG.md, not a figure of the tables.
 func BenchmarkPollDrainTouched(b *testing.B) {
 	e := setup(b)
 	maps := uverbsMappings(b)

@@ -461,7 +461,7 @@ const noPreemptBench = "^BenchmarkPollDrain(Single)?$"
 // Why: every 10 ms the Go runtime preempts a goroutine that has run that
 // long (a busy poll loop, a drain benchmark) with a signal, and under
 // QEMU's TCG each such signal costs the vCPU its emulated TLB and
-// translated-code jump cache, measured with -qemustats (docs/PERFORMANCE.md).
+// translated-code jump cache, measured with -qemustats (docs/PERFORMANCE-LOG.md).
 // The drain after it walks its ring pages and code with both cold; C's
 // drain, with no runtime, never pays that. On hardware a signal costs
 // microseconds every 10 ms. The tables show both runs, the targets
