@@ -216,6 +216,7 @@ func drainRest(c *cq.CQ, wcs []cq.WC, want int) error {
 
 func BenchmarkReqNotify(b *testing.B) {
 	e := setup(b)
+	maybeUnshare(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := e.scq.ReqNotify(false); err != nil {
@@ -264,6 +265,7 @@ func BenchmarkPostPoll(b *testing.B) {
 	e := setup(b)
 	wr := e.write(1)
 	wcs := make([]cq.WC, 1)
+	maybeUnshare(b)
 	b.ReportAllocs()
 	if dg := startDiag(); dg != nil {
 		b.Cleanup(func() { dg.report(b) })
