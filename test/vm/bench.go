@@ -39,6 +39,8 @@ var (
 	flagBenchNoSig       = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
 	flagBenchPin         = flag.Bool("benchpin", false, "bench mode: run each tool pair's server on CPU 1 and its client on CPU 0 (their affinity, every thread), both tools alike")
 	flagBenchLatIters    = flag.Int("benchlatiters", 0, "bench mode: iterations of each latency pair's runs (send_lat, write_lat) instead of their default; the tables are then not written")
+	flagBenchBwIters     = flag.Int("benchbwiters", 0, "bench mode: iterations of each bandwidth pair's runs (send_bw, write_bw) instead of their default; the tables are then not written")
+	flagBenchPpIters     = flag.Int("benchppiters", 0, "bench mode: iterations of each ping-pong run instead of the default; the tables are then not written")
 	flagBenchPairs       = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
 	flagBenchMicroKProf  = flag.String("benchmicrokprof", "", "bench mode: for the Go benchmarks matching this `regexp` (as -test.bench, without Benchmark), one more run of them and of their C twins (outside the tables) with the guest sampled on every CPU, kernel and user: the console shows each process's share and the kernel functions; under -qemuicount, a share of the instructions executed")
 	flagBenchMicroKProfX = flag.String("benchmicrokprofx", "", "bench mode, with -benchmicrokprof: run its profiles at these fixed `counts` of iterations (comma-separated), the Go benchmark with -test.benchtime=Nx and cbench with the count as its third argument; two counts' difference is the loop's share without the start-up's")
@@ -98,6 +100,18 @@ func (bp benchPair) perftestArgv(n int) []string {
 // goverbsArgv is the goverbs perf command beside perftestArgv.
 func (bp benchPair) goverbsArgv(n int) []string {
 	return []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(n)}
+}
+
+// length is how many iterations the pair's runs take: its default, or
+// -benchlatiters or -benchbwiters where set for its kind.
+func (bp benchPair) length() int {
+	switch {
+	case *flagBenchLatIters > 0 && strings.HasSuffix(bp.test, "_lat"):
+		return *flagBenchLatIters
+	case *flagBenchBwIters > 0 && strings.HasSuffix(bp.test, "_bw"):
+		return *flagBenchBwIters
+	}
+	return bp.iters
 }
 
 // latIters is the length of each latency pair's runs (-benchlatiters
@@ -409,9 +423,7 @@ func traceSteps(port *int, libPath string, profiles *[]string) []plan.Step {
 		if !re.MatchString(bp.test) {
 			continue
 		}
-		if *flagBenchLatIters > 0 && strings.HasSuffix(bp.test, "_lat") {
-			bp.iters = *flagBenchLatIters
-		}
+		bp.iters = bp.length()
 		for n := range 4 * *flagBenchRounds {
 			side := []string{"c", "go", "go", "c"}[n%4]
 			*port++
@@ -516,14 +528,14 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 	}
 	toClient := func(argv []string) []string { return append(argv, "127.0.0.1") }
 	for _, bp := range benchPairs {
-		if *flagBenchLatIters > 0 && strings.HasSuffix(bp.test, "_lat") {
-			bp.iters = *flagBenchLatIters
-		}
-		pair(bp.test,
-			bp.perftestArgv(bp.iters), bp.goverbsArgv(bp.iters),
-			toClient)
+		n := bp.length()
+		pair(bp.test, bp.perftestArgv(n), bp.goverbsArgv(n), toClient)
 	}
-	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(pingpongIters)}
+	ppn := pingpongIters
+	if *flagBenchPpIters > 0 {
+		ppn = *flagBenchPpIters
+	}
+	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(ppn)}
 	pair("pingpong", append([]string{"/usr/bin/ibv_rc_pingpong"}, pp...), append([]string{"/bin/goverbs", "pingpong"}, pp...), toClient)
 	// Profiles need longer runs than the pairs (100 samples a second):
 	// one goverbs perf run per test, 25 times as long, outside the tables.
@@ -549,11 +561,12 @@ func benchPairWanted(test string) bool {
 }
 
 // partialBench reports whether the flags leave out part of make bench
-// (-run, -benchmicro=0, -benchpairs, -benchtools=false) or measure
+// (-run, -benchmicro=0, -benchpairs, -benchtools=false), change its runs'
+// lengths (-benchlatiters, -benchbwiters, -benchppiters) or measure
 // something else than its timings (-qemuicount): then its tables are not
 // written, since they would stand for a run that did not happen.
 func partialBench() bool {
-	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || *flagBenchLatIters > 0 || !*flagBenchTools || *flagQemuIcount >= 0
+	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || *flagBenchLatIters > 0 || *flagBenchBwIters > 0 || *flagBenchPpIters > 0 || !*flagBenchTools || *flagQemuIcount >= 0
 }
 
 // fullCount reports whether a -qemuicount bench run counted every Go

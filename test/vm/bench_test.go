@@ -287,6 +287,26 @@ func TestBenchPairsFlag(t *testing.T) {
 		t.Error("partialBench false with -benchlatiters")
 	}
 	*flagBenchLatIters = 0
+	// -benchbwiters and -benchppiters do the same for the bandwidth pairs
+	// and the ping-pong.
+	defer func(b, p int) { *flagBenchBwIters, *flagBenchPpIters = b, p }(*flagBenchBwIters, *flagBenchPpIters)
+	*flagBenchBwIters, *flagBenchPpIters = 7000, 9000
+	for k, v := range iters() {
+		want := before[k]
+		switch {
+		case strings.Contains(k, "_bw "):
+			want = "7000"
+		case strings.HasPrefix(k, "pingpong "):
+			want = "9000"
+		}
+		if v != want {
+			t.Errorf("-benchbwiters=7000 -benchppiters=9000: %s runs %s iterations, want %s", k, v, want)
+		}
+	}
+	if !partialBench() {
+		t.Error("partialBench false with -benchbwiters and -benchppiters")
+	}
+	*flagBenchBwIters, *flagBenchPpIters = 0, 0
 	*flagBenchPairs, *flagBenchMicro = "", 0
 	if !partialBench() || len(benchSteps(nil, true, "/lib")) != len(toolSteps(new(int), "/lib", func(string) string { return "" })) {
 		t.Error("-benchmicro=0 should leave only the tool pairs, and their tables unwritten")
