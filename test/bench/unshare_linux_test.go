@@ -19,7 +19,7 @@ import (
 // thread with a private table (unshare(CLONE_FILES)) is spared it too.
 // Counted under -qemuicount on 6.1: 38 instructions a system call
 // (ReqNotify 2,424 -> 2,386 against rdma-core's 2,378; PostPoll 14,650
-// -> 14,620). The tools do not do it (docs/PERFORMANCE.md says why).
+// -> 14,620). The tools do not do it (docs/PERFORMANCE-LOG.md says why).
 //
 // The thread is never unlocked: a thread whose file table is private
 // must end with its goroutine. A descriptor closed on that thread
