@@ -285,3 +285,42 @@ func TestBenchTimeout(t *testing.T) {
 		t.Errorf("bench mode, -timeout=20m: %v, want 20m", *flagTimeout)
 	}
 }
+
+func TestFailureLines(t *testing.T) {
+	console := []string{
+		"GOVERBS-VM: step pkg/a rc=0 took=1s",
+		"=== RUN   TestGood",
+		"    a_test.go:10: fine",
+		"--- PASS: TestGood (0.00s)",
+		"=== RUN   TestBad",
+		"=== RUN   TestBad/sub",
+		"    a_test.go:20: one",
+		"    a_test.go:21: two",
+		"    --- FAIL: TestBad/sub (0.00s)",
+		"--- FAIL: TestBad (0.00s)",
+		"=== RUN   TestPanics",
+		"panic: boom",
+		"",
+		"goroutine 1 [running]:",
+	}
+	want := []string{
+		"    a_test.go:20: one",
+		"    a_test.go:21: two",
+		"    --- FAIL: TestBad/sub (0.00s)",
+		"--- FAIL: TestBad (0.00s)",
+		"panic: boom",
+		"",
+		"goroutine 1 [running]:",
+	}
+	if diff := cmp.Diff(want, failureLines(console, 8, 40)); diff != "" {
+		t.Errorf("failureLines (-want +got):\n%s", diff)
+	}
+	got := failureLines(console, 1, 3)
+	want = []string{"    a_test.go:21: two", "    --- FAIL: TestBad/sub (0.00s)", "(2 more lines: the console above has them all)"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("failureLines capped (-want +got):\n%s", diff)
+	}
+	if got := failureLines(console[:4], 8, 40); len(got) != 0 {
+		t.Errorf("failureLines of a passing console = %q, want none", got)
+	}
+}

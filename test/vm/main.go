@@ -47,6 +47,7 @@ var (
 	flagArch      = flag.String("arch", "amd64", "guest architectures, comma-separated (amd64, arm64)")
 	flagVMs       = flag.String("vms", "", "exact kernel/arch pairs to boot, comma-separated (6.1/amd64,6.1/arm64); overrides -kernel and -arch")
 	flagRun       = flag.String("run", "", "run only tests matching this regular expression (go test -run)")
+	flagCount     = flag.Int("count", 1, "test mode: run each test this many times (go test -count), for finding a test that fails only now and then")
 	flagPkg       = flag.String("pkg", "./...", "packages whose tests run in the VM, comma-separated patterns")
 	flagTimeout   = flag.Duration("timeout", 15*time.Minute, "time limit for one VM, boot included; bench mode: 30m unless given")
 	flagKeep      = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
@@ -314,6 +315,9 @@ func harness(ctx context.Context, mode string) error {
 				}
 				fmt.Printf("      %-9s %-40s %s\n", mark, s.Name, s.Took)
 			}
+			for _, l := range failureLines(o.res.Console, 8, 40) {
+				fmt.Printf("      | %s\n", l)
+			}
 		}
 	}
 	if mode == "demo" {
@@ -466,6 +470,9 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 				argv = append(argv, "-test.run=^$", "-test.bench="+re, "-test.benchmem", "-test.benchtime="+*flagBenchT)
 			case *flagRun != "":
 				argv = append(argv, "-test.run="+*flagRun)
+			}
+			if mode == "test" && *flagCount > 1 {
+				argv = append(argv, fmt.Sprintf("-test.count=%d", *flagCount))
 			}
 			p.Steps = append(p.Steps, plan.Step{Name: t.Pkg, Argv: argv, Dir: t.GuestDir(), TimeoutSec: limit})
 		}

@@ -208,3 +208,35 @@ func parseStep(s string) stepResult {
 	r.Took = strings.TrimPrefix(f[len(f)-1], "took=")
 	return r
 }
+
+// failureLines picks out of a console what the summary shows of its
+// failures, so that the last screen of a long run (all that a CI log may
+// keep) says which tests failed and why: each "--- FAIL" line, after the
+// lines its test printed since the test's last "=== " line (the last
+// perTest of them), and each panic's or fatal error's first lines; at
+// most limit lines in all, the last of them saying how many were left out.
+func failureLines(console []string, perTest, limit int) []string {
+	var out, since []string
+	for i, l := range console {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "=== "), strings.HasPrefix(t, "--- PASS"), strings.HasPrefix(t, "--- SKIP"):
+			since = since[:0]
+		case strings.HasPrefix(t, "--- FAIL"):
+			out = append(out, since[max(0, len(since)-perTest):]...)
+			out = append(out, l)
+			since = since[:0]
+		case strings.HasPrefix(l, "panic: "), strings.HasPrefix(l, "fatal error: "):
+			out = append(out, console[i:min(len(console), i+perTest)]...)
+			since = since[:0]
+		case strings.HasPrefix(l, plan.MarkFile):
+		default:
+			since = append(since, l)
+		}
+	}
+	if len(out) > limit {
+		left := len(out) - (limit - 1)
+		out = append(out[:limit-1:limit-1], fmt.Sprintf("(%d more lines: the console above has them all)", left))
+	}
+	return out
+}
