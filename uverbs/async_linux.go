@@ -164,6 +164,13 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 // later wait, and TryAsyncEvent, fails at once with an error wrapping EIO.
 // Concurrent calls wait their turn: one at a time reads, while the others
 // still honour their own ctx.
+//
+// Every Context of a device gets each of its events. The kernel hands a
+// port event to the Contexts one after another from a work item of that
+// event's own, and two events' work items may run at once: two quick
+// changes of a port (PORT_ERR, then PORT_ACTIVE) can reach two Contexts
+// in different orders. A program that follows a port's state should read
+// it with QueryPort when an event comes, not infer it from the order.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	const op = "get async event"
 	if c.closed.Load() {

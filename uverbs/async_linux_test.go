@@ -275,6 +275,13 @@ func TestPortEvents(t *testing.T) {
 	if p.State != uverbs.PortDown || p.PhysState != uverbs.PhysDisabled {
 		t.Errorf("port 1 with d0 down: %v, %v; want PORT_DOWN, DISABLED", p.State, p.PhysState)
 	}
+	// The other context gets it too, through a wait. Before d0 comes up:
+	// the kernel hands each port event to the contexts, one after the
+	// other, from a work item of the event's own (ib_cache_event_task),
+	// and two events' work items may run at once, so a context can read
+	// two quick events out of order (on 6.12 the other context once read
+	// PORT_ACTIVE before PORT_ERR when d0 came up at once).
+	waitPortEvent(t, other, uverbs.EventPortErr, start)
 
 	start = time.Now()
 	setNetdevUp(t, "d0", true)
@@ -284,8 +291,8 @@ func TestPortEvents(t *testing.T) {
 		t.Errorf("port 1 with d0 up: %+v, %v", p, err)
 	}
 
-	// The other context saw both, in order. The kernel queues an event
-	// for each context in turn, so the other's PORT_ACTIVE may come a
+	// The other context gets PORT_ACTIVE too, and only that (its
+	// PORT_ERR was read above), through a try or a wait. It may come a
 	// moment after c's: what is queued is taken with tries, then the
 	// rest waited for (up to 10 s).
 	var got []uverbs.AsyncEventType
@@ -304,7 +311,7 @@ func TestPortEvents(t *testing.T) {
 	}
 	ctx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelWait()
-	for len(got) < 2 {
+	for len(got) < 1 {
 		ev, err := other.WaitAsyncEvent(ctx)
 		if err != nil {
 			break
@@ -314,8 +321,8 @@ func TestPortEvents(t *testing.T) {
 			got = append(got, ev.Type)
 		}
 	}
-	if len(got) != 2 || got[0] != uverbs.EventPortErr || got[1] != uverbs.EventPortActive {
-		t.Errorf("the other context read %v, want [port error port active]", got)
+	if len(got) != 1 || got[0] != uverbs.EventPortActive {
+		t.Errorf("the other context read %v after its PORT_ERR, want [port active]", got)
 	}
 }
 
