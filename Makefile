@@ -3,6 +3,10 @@
 
 GO          ?= go
 export CGO_ENABLED := 0
+# Where go builds and runs its binaries: $GOTMPDIR, $TMPDIR or /tmp where
+# the host lets a program there run, else a directory in the goverbs cache
+# (test/host.sh tmpdir). Found once per make.
+export GOTMPDIR := $(shell sh test/host.sh tmpdir)
 
 # The VM matrix of make test: kernel/arch pairs booted under QEMU (TCG).
 VMS         ?= 6.1/amd64,6.12/amd64,6.1/arm64,6.12/arm64
@@ -52,8 +56,10 @@ help:
 build:
 	$(GO) build -o bin/goverbs ./cmd/goverbs
 
-# Regenerate uapi/ from the kernel's RDMA headers (needs gcc and linux-libc-dev).
+# Regenerate uapi/ from the pinned RDMA headers (internal/cmd/genuapi/pins.go:
+# Debian packages it downloads with apt-get download; it needs gcc).
 generate: tools
+	@sh test/host.sh gcc
 	$(GO) generate ./uapi/...
 
 # Host tools the targets below need: Go itself must be there.
@@ -92,7 +98,9 @@ cross: tools
 	if command -v file >/dev/null; then file bin/goverbs | grep -q 'statically linked' || { file bin/goverbs; echo "bin/goverbs is not static"; exit 1; }; \
 	echo "bin/goverbs: statically linked"; fi
 
+# gcc: internal/cmd/genuapi's TestUpToDate regenerates uapi, as make generate does.
 unit: tools
+	@sh test/host.sh gcc
 	$(GO) test -count=1 ./...
 
 # The mlx5 provider without a ConnectX: the device model's own tests, then
@@ -102,6 +110,7 @@ unit: tools
 # refuses dynamic UARs with EINVAL), cqe0.
 MODELVARIANTS ?= default static refusedyn cqe0
 model: tools
+	@sh test/host.sh gcc
 	$(GO) test -count=1 ./internal/mlx5model/...
 	@set -e; for v in $(MODELVARIANTS); do o=$$v; [ "$$o" = default ] && o=; \
 		echo "GOVERBS_TEST_DEVICE=mlx5model GOVERBS_MLX5MODEL=$$o go test -count=1 ./test/conformance/"; \
@@ -146,16 +155,20 @@ fuzz: tools
 	done; echo "fuzz: ok"
 
 # 32-bit: kernel structs keep their u64 fields and alignment (uapi's layout
-# test against C), and the parsers work with 4-byte pointers.
+# test against C), and the parsers work with 4-byte pointers. Natively where
+# the host runs 386 binaries, else under QEMU's user-mode emulator
+# (test/host.sh exec, which says which; GOVERBS_EXEC=qemu forces QEMU).
 unit32: tools
-	GOARCH=386 $(GO) test -count=1 $(PORTPKGS)
+	@x=$$(sh test/host.sh exec 386) || exit 1; \
+	echo "GOARCH=386 go test $${x:+-exec $$x }-count=1 $(PORTPKGS)"; \
+	GOARCH=386 $(GO) test $${x:+-exec $$x} -count=1 $(PORTPKGS)
 
 # Big-endian: the ring parsers', layouts' and command builder's tests for
-# s390x, run by qemu-user.
+# s390x, run by QEMU's user-mode emulator (test/host.sh exec).
 bigendian: tools
-	@command -v qemu-s390x-static >/dev/null || { echo "make: installing qemu-user-static"; \
-		apt-get install -y -qq qemu-user-static >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq qemu-user-static >/dev/null; }; }
-	GOARCH=s390x $(GO) test -count=1 -exec qemu-s390x-static $(PORTPKGS)
+	@x=$$(sh test/host.sh exec s390x) || exit 1; \
+	echo "GOARCH=s390x go test $${x:+-exec $$x }-count=1 $(PORTPKGS)"; \
+	GOARCH=s390x $(GO) test $${x:+-exec $$x} -count=1 $(PORTPKGS)
 
 vm: tools
 	$(GO) run ./test/vm -vms $(VMS) $(VMFLAGS) test

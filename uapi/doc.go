@@ -26,16 +26,20 @@
 //
 // The z*.go files are generated from the headers and checked in, with the
 // generator kept in the tree (internal/cmd/genuapi), as golang.org/x/sys/unix
-// does. To regenerate, on linux/amd64 with gcc and Debian's linux-libc-dev
-// installed, run
+// does. Its inputs are pinned, as x/sys pins its kernel and glibc sources:
+// the kernel's headers come from Debian's linux-libc-dev 6.1.176-1 and
+// mlx5dv.h from libibverbs-dev 44.0-2 (rdma-core), never from the host's
+// /usr/include. To regenerate, on linux/amd64 with gcc, run
 //
 //	make generate
 //
 // which runs go generate ./uapi/... and so the go:generate line of doc.go;
-// the first line of each file says which headers it came from. mlx5dv.h
-// comes from Debian's libibverbs-dev 44.0-2 (rdma-core), which the
-// generator downloads with apt-get download into the goverbs cache and
-// unpacks there, without installing it; its names are in zmlx5dv.go.
+// the generator downloads the pinned packages with apt-get download into
+// the goverbs cache and unpacks them there, without installing them. The
+// first line of each file names the package it came from, and a test
+// (internal/cmd/genuapi's TestUpToDate) regenerates everything from the
+// same pins and fails on any difference.
+//
 // Every value, size and offset comes from the C compiler, never from
 // reading the headers' arithmetic. A layout test holds every size and
 // field offset, on every GOARCH the tests run on, to tables that a C

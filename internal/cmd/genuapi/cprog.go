@@ -20,7 +20,7 @@ import (
 type cc struct {
 	path    string   // the compiler, "gcc"
 	flags   []string // include flags
-	inc     string   // the system include directory
+	kinc    string   // the kernel's headers (linux-libc-dev's usr/include)
 	dir     string   // the temporary directory
 	headers []header // what every program includes
 }
@@ -219,7 +219,8 @@ func (c *cc) check32(layout []string) (bool, error) {
 	// multiarch directory stands in for a missing 32-bit one.
 	// So do libc's, but for gnu/stubs-32.h, which only lists the
 	// functions that 32-bit glibc lacks: an empty one stands in for it.
-	asm := filepath.Join(c.inc, "x86_64-linux-gnu")
+	asm := filepath.Join(c.kinc, "x86_64-linux-gnu")
+	libc := "/usr/include/x86_64-linux-gnu"
 	stubs := filepath.Join(c.dir, "stubs32")
 	if err := os.MkdirAll(filepath.Join(stubs, "gnu"), 0o755); err != nil {
 		return false, err
@@ -227,7 +228,7 @@ func (c *cc) check32(layout []string) (bool, error) {
 	if err := c.write(filepath.Join("stubs32", "gnu", "stubs-32.h"), ""); err != nil {
 		return false, err
 	}
-	if out, err := c.run("-m32", "-idirafter", asm, "-idirafter", stubs, "-fsyntax-only", "-w", "check32.c"); err != nil {
+	if out, err := c.run("-m32", "-idirafter", asm, "-idirafter", libc, "-idirafter", stubs, "-fsyntax-only", "-w", "check32.c"); err != nil {
 		if strings.Contains(out, "static assertion failed") {
 			return true, fmt.Errorf("layouts differ on 32-bit x86:\n%s", out)
 		}

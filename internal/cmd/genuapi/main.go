@@ -28,15 +28,17 @@
 //
 // Usage:
 //
-//	genuapi [-o dir] [-include dir] [-cc compiler] [-rdma-core-deb file] [-keep] [-v]
+//	genuapi [-o dir] [-cc compiler] [-linux-libc-dev-deb file] [-libibverbs-dev-deb file] [-keep] [-v]
 //
-// It needs a C compiler (gcc) and the kernel's headers (Debian's
-// linux-libc-dev), and for mlx5dv.h Debian's libibverbs-dev 44.0-2: unless
-// -rdma-core-deb names the package file, genuapi downloads it with apt-get
-// download into headers/ in the goverbs cache ($GOVERBS_CACHE, else
-// $XDG_CACHE_HOME/goverbs, else ~/.cache/goverbs) and unpacks it with
-// dpkg-deb into its temporary directory; it installs nothing. Building
-// uapi needs none of these.
+// Its inputs are pinned (pins.go): the kernel's headers come from Debian's
+// linux-libc-dev 6.1.176-1 and mlx5dv.h from libibverbs-dev 44.0-2, never
+// from the host's /usr/include, so that every machine writes the same
+// files. Unless a flag names a package file, genuapi downloads each with
+// apt-get download into headers/ in the goverbs cache ($GOVERBS_CACHE,
+// else $XDG_CACHE_HOME/goverbs, else ~/.cache/goverbs) and unpacks it with
+// dpkg-deb into its temporary directory; it installs nothing. Besides
+// those it needs a C compiler (gcc) and libc's headers. Building uapi
+// needs none of these.
 package main
 
 import (
@@ -45,11 +47,9 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 )
 
 func main() {
@@ -57,9 +57,9 @@ func main() {
 	log.SetPrefix("genuapi: ")
 	var o options
 	flag.StringVar(&o.out, "o", ".", "write the files into `dir` (package uapi)")
-	flag.StringVar(&o.inc, "include", "/usr/include", "read the kernel's headers from `dir`")
 	flag.StringVar(&o.cc, "cc", envOr("CC", "gcc"), "the C `compiler`")
-	flag.StringVar(&o.rdmaCoreDeb, "rdma-core-deb", "", "take mlx5dv.h from this libibverbs-dev `package` (default: "+rdmaCorePackage+" "+rdmaCoreVersion+", downloaded with apt-get into the cache)")
+	flag.StringVar(&o.kernelDeb, "linux-libc-dev-deb", "", "take the kernel's headers from this linux-libc-dev `package` file (default: "+linuxLibcDev.String()+", downloaded with apt-get into the cache)")
+	flag.StringVar(&o.rdmaCoreDeb, "libibverbs-dev-deb", "", "take mlx5dv.h from this libibverbs-dev `package` file (default: "+libibverbsDev.String()+", downloaded with apt-get into the cache)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the C programs (the temporary directory is printed)")
 	flag.BoolVar(&o.verbose, "v", false, "list the macros that are not integer constants")
 	flag.Parse()
@@ -67,12 +67,18 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if o.rdmaCoreDeb == "" {
-		deb, err := downloadRDMACore()
+	for _, in := range []struct {
+		deb *string
+		pin pin
+	}{{&o.kernelDeb, linuxLibcDev}, {&o.rdmaCoreDeb, libibverbsDev}} {
+		if *in.deb != "" {
+			continue
+		}
+		deb, err := in.pin.download()
 		if err != nil {
 			log.Fatal(err)
 		}
-		o.rdmaCoreDeb = deb
+		*in.deb = deb
 	}
 	if err := generate(o); err != nil {
 		log.Fatal(err)
@@ -89,9 +95,9 @@ func envOr(name, def string) string {
 // options are generate's.
 type options struct {
 	out         string // the uapi directory
-	inc         string // the kernel's headers and libc's
 	cc          string // the C compiler
-	rdmaCoreDeb string // libibverbs-dev's .deb, for mlx5dv.h; "" leaves its files out
+	kernelDeb   string // linux-libc-dev's .deb, for the kernel's headers
+	rdmaCoreDeb string // libibverbs-dev's .deb, for mlx5dv.h
 	keep        bool   // keep the temporary directory
 	verbose     bool   // list the macros that are not integer constants
 }
@@ -120,17 +126,23 @@ func generate(o options) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	var sysFlags []string
-	if o.inc != "/usr/include" {
-		sysFlags = []string{"-isystem", o.inc}
-	}
-
-	kernel := unit{name: "kernel uapi", headers: headers, nested: nestedOffsets}
-	kr, err := kernel.run(o, o.inc, filepath.Join(dir, "uapi"), sysFlags)
+	// The packages' headers, unpacked into the temporary directory and
+	// searched before the host's, whose libc headers the programs still
+	// use.
+	kroot := filepath.Join(dir, "linux-libc-dev")
+	kpkg, err := linuxLibcDev.unpack(o.kernelDeb, kroot)
 	if err != nil {
 		return err
 	}
-	origin := fmt.Sprintf("genuapi (make generate) from %s/rdma, linux-libc-dev %s, linux/amd64", o.inc, pkgVersion())
+	kinc := filepath.Join(kroot, "usr", "include")
+	sysFlags := []string{"-isystem", kinc, "-isystem", filepath.Join(kinc, "x86_64-linux-gnu")}
+
+	kernel := unit{name: "kernel uapi", headers: headers, nested: nestedOffsets}
+	kr, err := kernel.run(o, kinc, kinc, filepath.Join(dir, "uapi"), sysFlags)
+	if err != nil {
+		return err
+	}
+	origin := fmt.Sprintf("genuapi (make generate) from rdma/*.h, %s (Debian), linux/amd64", kpkg)
 	files := map[string]string{
 		"zconst.go":              constSource(origin, kr.groups, kr.vals),
 		"ztypes.go":              typesSource(origin, kr.mirrors),
@@ -139,28 +151,25 @@ func generate(o options) error {
 		"testdata/layout.golden": goldenSource(origin, kr.layout),
 	}
 
-	if o.rdmaCoreDeb != "" {
-		// rdma-core's headers, unpacked from the package into the
-		// temporary directory: nothing is installed.
-		root := filepath.Join(dir, "rdma-core")
-		pkg, err := unpackDeb(o.rdmaCoreDeb, root)
-		if err != nil {
-			return err
-		}
-		rinc := filepath.Join(root, "usr", "include")
-		mlx5dv := unit{name: "mlx5dv.h", headers: mlx5dvHeaders, nested: mlx5dvNestedOffsets}
-		mr, err := mlx5dv.run(o, rinc, filepath.Join(dir, "mlx5dv"), append([]string{"-isystem", rinc}, sysFlags...))
-		if err != nil {
-			return err
-		}
-		if err := disjoint(kr, mr); err != nil {
-			return err
-		}
-		origin := fmt.Sprintf("genuapi (make generate) from infiniband/mlx5dv.h, %s (rdma-core), linux/amd64", pkg)
-		files["zmlx5dv.go"] = mlx5dvSource(origin, mr.groups, mr.vals, mr.mirrors, mlx5dv.nested, mr.nested)
-		files["zmlx5dv_layout_test.go"] = layoutSource(origin, mr.mirrors, "goLayoutMlx5DV", "testdata/mlx5dv.golden")
-		files["testdata/mlx5dv.golden"] = goldenSource(origin, mr.layout)
+	// rdma-core's headers, beside the kernel's.
+	root := filepath.Join(dir, "rdma-core")
+	pkg, err := libibverbsDev.unpack(o.rdmaCoreDeb, root)
+	if err != nil {
+		return err
 	}
+	rinc := filepath.Join(root, "usr", "include")
+	mlx5dv := unit{name: "mlx5dv.h", headers: mlx5dvHeaders, nested: mlx5dvNestedOffsets}
+	mr, err := mlx5dv.run(o, rinc, kinc, filepath.Join(dir, "mlx5dv"), append([]string{"-isystem", rinc}, sysFlags...))
+	if err != nil {
+		return err
+	}
+	if err := disjoint(kr, mr); err != nil {
+		return err
+	}
+	origin = fmt.Sprintf("genuapi (make generate) from infiniband/mlx5dv.h, %s (rdma-core), linux/amd64", pkg)
+	files["zmlx5dv.go"] = mlx5dvSource(origin, mr.groups, mr.vals, mr.mirrors, mlx5dv.nested, mr.nested)
+	files["zmlx5dv_layout_test.go"] = layoutSource(origin, mr.mirrors, "goLayoutMlx5DV", "testdata/mlx5dv.golden")
+	files["testdata/mlx5dv.golden"] = goldenSource(origin, mr.layout)
 
 	for name, src := range files {
 		if err := writeFile(filepath.Join(o.out, name), src); err != nil {
@@ -170,9 +179,9 @@ func generate(o options) error {
 	return nil
 }
 
-// run reads u's headers under dir for names and compiles its C programs
-// in work, with the include flags given.
-func (u unit) run(o options, dir, work string, flags []string) (*unitResult, error) {
+// run reads u's headers under inc for names and compiles its C programs
+// in work, with the include flags given; kinc holds the kernel's headers.
+func (u unit) run(o options, inc, kinc, work string, flags []string) (*unitResult, error) {
 	r := &unitResult{}
 
 	// Names, from the headers' text.
@@ -181,7 +190,7 @@ func (u unit) run(o options, dir, work string, flags []string) (*unitResult, err
 	seen := map[string]bool{}
 	var names []string
 	for _, h := range u.headers {
-		src, err := os.ReadFile(filepath.Join(dir, h.path))
+		src, err := os.ReadFile(filepath.Join(inc, h.path))
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +237,7 @@ func (u unit) run(o options, dir, work string, flags []string) (*unitResult, err
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	c := &cc{path: o.cc, dir: work, inc: o.inc, flags: flags, headers: u.headers}
+	c := &cc{path: o.cc, dir: work, kinc: kinc, flags: flags, headers: u.headers}
 
 	// Values.
 	consts, err := c.integerConstants(names)
@@ -336,14 +345,4 @@ func hasMember(st *dwarf.StructType, name string) bool {
 		}
 	}
 	return false
-}
-
-// pkgVersion is the version of the Debian package that installed the
-// headers, as dpkg-query reports it.
-func pkgVersion() string {
-	out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", "linux-libc-dev").Output()
-	if err != nil || len(out) == 0 {
-		return "(version unknown)"
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -11,15 +11,27 @@ import (
 	"time"
 )
 
-// rdma-core's mlx5dv.h, and the verbs.h and other headers it includes, come
-// from Debian's libibverbs-dev, pinned to one version so that the files are
-// the same wherever they are made. genuapi downloads the package with
-// apt-get download into the cache, and unpacks it with dpkg-deb -x into its
-// temporary directory: nothing is installed, and nothing needs root.
-const (
-	rdmaCorePackage = "libibverbs-dev"
-	rdmaCoreVersion = "44.0-2" // Debian bookworm's rdma-core
-	rdmaCoreArch    = "amd64"  // the headers are the same on every architecture
+// A pin is one Debian package whose headers genuapi reads, at one
+// version, so that the generated files are the same on every machine
+// whatever its /usr/include holds, as golang.org/x/sys pins its kernel and
+// glibc sources. genuapi downloads each with apt-get download into the
+// cache and unpacks it with dpkg-deb -x into its temporary directory:
+// nothing is installed, and nothing needs root.
+type pin struct {
+	pkg, version, arch string
+}
+
+func (p pin) String() string { return p.pkg + " " + p.version }
+
+// The pinned inputs. The versions are Debian bookworm's final point
+// release, which its archive keeps as long as bookworm is served; a pin
+// moves only with make generate and the files it rewrites. The headers
+// are the same on every architecture; amd64's package is taken.
+var (
+	// The kernel's uapi headers (rdma/*.h).
+	linuxLibcDev = pin{"linux-libc-dev", "6.1.176-1", "amd64"}
+	// rdma-core's mlx5dv.h, and the verbs.h and other headers it includes.
+	libibverbsDev = pin{"libibverbs-dev", "44.0-2", "amd64"}
 )
 
 // cacheDir is where goverbs keeps downloads: $GOVERBS_CACHE, else
@@ -35,15 +47,15 @@ func cacheDir() (string, error) {
 	return filepath.Join(d, "goverbs"), nil
 }
 
-// downloadRDMACore returns the path of libibverbs-dev's .deb in the cache
-// (headers/ under cacheDir), downloading it first if it is not there.
-func downloadRDMACore() (string, error) {
+// download returns the path of p's .deb in the cache (headers/ under
+// cacheDir), downloading it first if it is not there.
+func (p pin) download() (string, error) {
 	cache, err := cacheDir()
 	if err != nil {
 		return "", err
 	}
 	dir := filepath.Join(cache, "headers")
-	name := fmt.Sprintf("%s_%s_%s.deb", rdmaCorePackage, strings.ReplaceAll(rdmaCoreVersion, ":", "%3a"), rdmaCoreArch)
+	name := fmt.Sprintf("%s_%s_%s.deb", p.pkg, strings.ReplaceAll(p.version, ":", "%3a"), p.arch)
 	deb := filepath.Join(dir, name)
 	if _, err := os.Stat(deb); err == nil {
 		return deb, nil
@@ -58,7 +70,7 @@ func downloadRDMACore() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	spec := fmt.Sprintf("%s:%s=%s", rdmaCorePackage, rdmaCoreArch, rdmaCoreVersion)
+	spec := fmt.Sprintf("%s:%s=%s", p.pkg, p.arch, p.version)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// As root, apt would hand the download to its _apt user, which may not
@@ -68,7 +80,7 @@ func downloadRDMACore() (string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("apt-get download %s (for mlx5dv.h): %v: %s", spec, err, strings.TrimSpace(out.String()))
+		return "", fmt.Errorf("apt-get download %s (genuapi's pinned input): %v: %s", spec, err, strings.TrimSpace(out.String()))
 	}
 	if err := os.Rename(filepath.Join(tmp, name), deb); err != nil {
 		return "", fmt.Errorf("apt-get download %s: %w", spec, err)
@@ -76,9 +88,10 @@ func downloadRDMACore() (string, error) {
 	return deb, nil
 }
 
-// unpackDeb extracts the package deb into dir with dpkg-deb -x and returns
-// its name and version, "libibverbs-dev 44.0-2".
-func unpackDeb(deb, dir string) (string, error) {
+// unpack extracts the package file deb, which must be p's package at any
+// version, into dir with dpkg-deb -x, and returns its name and version as
+// the package states them: "libibverbs-dev 44.0-2".
+func (p pin) unpack(deb, dir string) (string, error) {
 	var out bytes.Buffer
 	cmd := exec.Command("dpkg-deb", "-x", deb, dir)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -99,6 +112,9 @@ func unpackDeb(deb, dir string) (string, error) {
 	}
 	if pkg == "" || version == "" {
 		return "", fmt.Errorf("dpkg-deb -f %s: no Package or Version: %q", deb, f)
+	}
+	if pkg != p.pkg {
+		return "", fmt.Errorf("%s is package %s, not %s", deb, pkg, p.pkg)
 	}
 	return pkg + " " + version, nil
 }
