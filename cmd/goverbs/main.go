@@ -8,7 +8,14 @@
 //	goverbs link add NAME type rxe netdev IF  create a soft-RoCE device (rdma link add)
 //	goverbs link del NAME                 delete one
 //	goverbs link show                     list RDMA links
-//	goverbs pingpong [flags] [server]     RC ping-pong, wire-compatible with ibv_rc_pingpong
+//	goverbs pingpong [flags] [server]     RC or UD ping-pong, wire-compatible with ibv_rc_pingpong and ibv_ud_pingpong
+//	goverbs perf [-t TEST] [flags] [server]   latency and bandwidth, as perftest's ib_{send,write}_{lat,bw}
+//
+// pingpong and perf change no thread's CPUs or priority: like perftest,
+// they leave placement to the user (taskset). -cpu N pins the polling
+// thread, and that one alone, to CPU N. They poll on one goroutine and
+// give the Go scheduler one P, as perftest runs one thread, unless
+// GOMAXPROCS is set.
 //
 // Errors are one line naming what failed and why, with a hint when a
 // device, module or permission is missing; the exit status is 1 on

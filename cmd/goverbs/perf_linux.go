@@ -44,8 +44,7 @@ type perfConfig struct {
 	prof   string // CPU profile file, or ""
 	all    bool   // latency tests: print every sample, as perftest's -U
 	warmup time.Duration
-	sysmon string // -sysmon: idle, nice or normal
-	hold   bool   // -hold: the process held to the poller's CPU
+	cpu    cpuFlag // -cpu: the polling thread's CPU, if set
 }
 
 // perfPeer is what the two sides exchange over TCP, as one JSON line.
@@ -77,9 +76,8 @@ func perf(out io.Writer, args []string) int {
 	fs.IntVar(&c.cqMod, "Q", 100, "bandwidth tests: signal one send in `N` (and the last), as perftest's --cq-mod; left unset, messages over 8192 bytes signal every send, as perftest's do")
 	fs.IntVar(&c.inline, "I", -1, "send messages of up to `N` bytes inline (IBV_SEND_INLINE), as perftest's --inline_size; -1: perftest's default for the device, which inlines only on devices it knows: on mlx5 (ConnectX-4 and later) 236 bytes for send_lat and 220 for write_lat, else 0 (the bandwidth tests, and rxe)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
-	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after the sides meet, before measuring (the Go runtime's sysmon settles; 0: none)")
-	fs.BoolVar(&c.hold, "hold", holdFlag(), "hold the process (the poller and the Go runtime's other threads) to the poller's CPU over the timed loop, so that the runtime's threads never take the peer's (see holdThreads); the default is true unless GOVERBS_HOLD=0")
-	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the timed loop: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller), nice (nice 19, nearly as good, a larger share) or normal; the default comes from GOVERBS_SYSMON if set")
+	fs.DurationVar(&c.warmup, "warmup", 0, "spin this `long` after the sides meet, before measuring (0: not at all)")
+	fs.Var(&c.cpu, "cpu", cpuUsage)
 	fs.BoolVar(&c.all, "U", false, "latency tests: print every sample in µs, in order, before the summary (perftest's --report-unsorted)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs perf [flags]         run the server side")
@@ -100,7 +98,7 @@ func perf(out io.Writer, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.inline < -1 || c.port < 1 || c.port > 65535 || !validSysmon(c.sysmon) {
+	if c.size < 1 || c.iters < 1 || c.depth < 1 || c.rx < 1 || c.cqMod < 1 || c.inline < -1 || c.port < 1 || c.port > 65535 {
 		fs.Usage()
 		return 2
 	}
@@ -199,11 +197,15 @@ func defaultInline(driver uint32, test string) int {
 
 func runPerf(out io.Writer, c *perfConfig) error {
 	onePoller()
+	unpin, err := c.cpu.pin()
+	if err != nil {
+		return err
+	}
+	defer unpin()
 	// perftest polls up to 16 completions a call (CTX_POLL_BATCH) where it
 	// takes more than one.
 	s := &perfSide{size: c.size, wcs: make([]cq.WC, 16)}
 	defer s.close()
-	var err error
 	s.dev, err = openDevice(c.dev)
 	if err != nil {
 		return err
@@ -276,25 +278,8 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	if err := perfSync(conn); err != nil {
 		return err
 	}
-	// The runtime's monitor thread stops taking a CPU from the poller
-	// (-sysmon; see quietMonitor).
-	quietMonitor(c.sysmon)
-	// Then both spin a while before the first measured iteration, not
-	// blocking again: after a block (the sync above) the Go runtime's
-	// sysmon thread wakes every 20 µs for its first milliseconds and only
-	// then backs off to 10 ms. On a small machine where every core busy-
-	// polls (client and server on a 2-vCPU VM), each of those wakeups
-	// preempts a poller: measured, the first ~20 ms of a run are slow.
-	for start := time.Now(); time.Since(start) < c.warmup; {
-	}
-	if c.hold {
-		holdPoller()
-	}
+	warmUp(c.warmup)
 	client := c.server != ""
-	if os.Getenv("GOVERBS_PERF_THREADS") != "" {
-		before := threadStats()
-		defer func() { printThreadDiff(os.Stderr, before, threadStats()) }()
-	}
 	switch c.test {
 	case "send_lat":
 		lat, err := s.sendLat(client, c.iters)

@@ -83,8 +83,7 @@ type ppConfig struct {
 	server  string
 	ud      bool
 	warmup  time.Duration
-	sysmon  string // -sysmon: idle, nice or normal
-	hold    bool   // -hold: the process held to the poller's CPU
+	cpu     cpuFlag // -cpu: the polling thread's CPU, if set
 }
 
 // udQKey is the Q_Key ibv_ud_pingpong uses, and udGRH the room a UD
@@ -126,9 +125,8 @@ func pingpong(out io.Writer, args []string) int {
 	fs.IntVar(&c.sl, "l", 0, "service `level`")
 	fs.BoolVar(&c.events, "e", false, "sleep on CQ events (default: poll)")
 	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (RoCE needs one)")
-	fs.DurationVar(&c.warmup, "warmup", 50*time.Millisecond, "spin this `long` after connecting, before the timed exchanges (the Go runtime's sysmon settles; 0: none)")
-	fs.BoolVar(&c.hold, "hold", holdFlag(), "when polling, hold the process (the poller and the Go runtime's other threads) to the poller's CPU over the exchanges, so that the runtime's threads never take the peer's (see goverbs perf); the default is true unless GOVERBS_HOLD=0")
-	fs.StringVar(&c.sysmon, "sysmon", sysmonFlag(), "`priority` of the Go runtime's monitor thread over the polled exchanges: idle (SCHED_IDLE: a woken sysmon does not take the CPU from the poller), nice (nice 19, nearly as good, a larger share) or normal; the default comes from GOVERBS_SYSMON if set")
+	fs.DurationVar(&c.warmup, "warmup", 0, "spin this `long` after connecting, before the timed exchanges (0: not at all)")
+	fs.Var(&c.cpu, "cpu", cpuUsage)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs pingpong [flags]          start a server and wait for a connection")
 		fmt.Fprintln(fs.Output(), "       goverbs pingpong [flags] HOST     connect to the server at HOST")
@@ -160,7 +158,7 @@ func pingpong(out io.Writer, args []string) int {
 		}
 	}
 	var ok bool
-	if c.mtu, ok = mtuOf(mtu); !ok || c.port < 1 || c.port > 65535 || c.ibPort < 1 || c.size < 1 || c.rxDepth < 2 || c.iters < 1 || !validSysmon(c.sysmon) {
+	if c.mtu, ok = mtuOf(mtu); !ok || c.port < 1 || c.port > 65535 || c.ibPort < 1 || c.size < 1 || c.rxDepth < 2 || c.iters < 1 {
 		fs.Usage()
 		return 2
 	}
@@ -172,9 +170,12 @@ func pingpong(out io.Writer, args []string) int {
 
 func runPingpong(out io.Writer, c *ppConfig) error {
 	onePoller()
-	var dev *uverbs.Context
-	var err error
-	dev, err = openDevice(c.dev)
+	unpin, err := c.cpu.pin()
+	if err != nil {
+		return err
+	}
+	defer unpin()
+	dev, err := openDevice(c.dev)
 	if err != nil {
 		return err
 	}
@@ -352,20 +353,7 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	if c.ud {
 		sendWR[0].AH, sendWR[0].RemoteQPN, sendWR[0].RemoteQKey = ah, rem.QPN, udQKey
 	}
-	// As goverbs perf does, when polling: the runtime's monitor thread
-	// stops taking a CPU from the poller (-sysmon; see quietMonitor).
-	if !c.events {
-		quietMonitor(c.sysmon)
-	}
-	// As goverbs perf does: spin a while before the timed loop, not
-	// blocking, so that the Go runtime's sysmon thread, which polls every
-	// 20 µs for its first milliseconds after the process blocked (the TCP
-	// exchange), has backed off before the first exchange.
-	for start := time.Now(); time.Since(start) < c.warmup; {
-	}
-	if c.hold && !c.events {
-		holdPoller()
-	}
+	warmUp(c.warmup)
 	pending := ppRecvWRID
 	if c.server != "" {
 		if _, err := qp.PostSend(sendWR); err != nil {
