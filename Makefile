@@ -191,20 +191,17 @@ vmtest: tools
 # rings (test/bench) beside the same loops in C (test/bench/testdata/cbench.c,
 # built with the host's gcc), perftest beside goverbs perf, ibv_rc_pingpong
 # beside goverbs pingpong; then the mlx5 provider's benchmarks on the host.
-# Writes docs/PERFORMANCE.md's tables and docs/performance.svg (not with RUN).
+# Writes docs/performance-results.md and docs/performance.svg (not with RUN).
 # Then it counts the Go benchmarks and their C twins in instructions, in one
 # more 6.1 VM under QEMU's -icount (a measure that repeats, where TCG's
-# timings do not), and writes the counts into docs/PERFORMANCE.md (not with
-# RUN; COUNT=0 leaves that run out).
-# VMFLAGS=-benchprofile=DIR copies CPU profiles out of the guest;
-# VMFLAGS=-benchkprof=REGEXP adds a kernel profile of a long perftest and
-# goverbs perf run of each matching test (docs/PERFORMANCE-LOG.md, "Flags
-# for finding out why").
+# timings do not), and writes docs/performance-counts.md (not with RUN;
+# COUNT=0 leaves that run out). docs/PERFORMANCE.md says how to read them.
+# VMFLAGS=-benchprofile=DIR copies CPU profiles out of the guest.
 COUNT ?= 1
 bench: tools
 	$(GO) run ./test/vm -vms 6.1/amd64,6.12/amd64 $(if $(RUN),-run '$(RUN)') $(VMFLAGS) bench
 ifneq ($(COUNT),0)
-	$(GO) run ./test/vm -vms 6.1/amd64 -qemuicount=0 -benchtools=false -benchmicro=1 -benchnopreempt=false $(if $(RUN),-run '$(RUN)') bench
+	$(GO) run ./test/vm -vms 6.1/amd64 -qemuicount=0 -benchtools=false -benchmicro=1 $(if $(RUN),-run '$(RUN)') bench
 endif
 
 demo: tools

@@ -69,9 +69,9 @@ func setup(b *testing.B, scqOpts ...cq.Option) *env {
 	// and netlink read, the test framework's own) may have started a
 	// cycle, whose marking would then share the loop's one P with it.
 	// The loops allocate nothing, so none starts there. Counted under
-	// -qemuicount, a cycle that overlapped PostPoll's loop added about
-	// 330 instructions a message (2.3 %) to a figure rdma-core's twin,
-	// with no collector, never pays.
+	// -qemuicount, a cycle that overlaps PostPoll's loop adds about 330
+	// instructions a message (2.3 %) to a figure rdma-core's twin, with
+	// no collector, never pays.
 	runtime.GC()
 	return e
 }
@@ -141,9 +141,6 @@ func pollDrain(b *testing.B, opts ...cq.Option) {
 			b.ReportAllocs()
 			var cqes, rounds, dirty int
 			var took time.Duration
-			if dg := startDiag(); dg != nil {
-				b.Cleanup(func() { dg.report(b) }) // after the figures: it allocates
-			}
 			for b.Loop() {
 				for took < 100*time.Millisecond && rounds < 500 {
 					e.fill(b, wrs, settle)
@@ -175,14 +172,14 @@ func pollDrain(b *testing.B, opts ...cq.Option) {
 
 // drain polls c in batches of len(wcs) until it has taken want
 // completions, and reports whether a poll found it empty: cbench.c's
-// drain loop, in a function of its own as that loop is in C. Written
-// inline in pollDrain's closure, the loop kept its count, its flag and
-// the error in the closure's frame, storing and reloading them around
-// every poll: nine instructions a call more (counted with test/vm
-// -qemuicount), most of them memory accesses, which cbench's loop does
-// not make and which were charged to every CQE at batch 1. What is left is what Go's
-// calling convention spills across a call (it has no callee-saved
-// registers): the count, and the arguments reloaded. A poll that finds
+// drain loop, in a function of its own as that loop is in C. Inline in
+// pollDrain's closure, the loop would keep its count, its flag and the
+// error in the closure's frame, storing and reloading them around every
+// poll: nine instructions a call more (counted under -qemuicount), most
+// of them memory accesses that cbench's loop does not make, charged to
+// every CQE at batch 1. What is left is what Go's calling convention
+// spills across a call (it has no callee-saved registers): the count,
+// and the arguments reloaded. A poll that finds
 // the CQ empty spoils the round, which pollDrain leaves out, so the
 // rest of such a round is taken by a second loop, and the first keeps
 // no flag.
@@ -216,7 +213,6 @@ func drainRest(c *cq.CQ, wcs []cq.WC, want int) error {
 
 func BenchmarkReqNotify(b *testing.B) {
 	e := setup(b)
-	maybeUnshare(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := e.scq.ReqNotify(false); err != nil {
@@ -232,9 +228,6 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 	wcs := make([]cq.WC, 4)
 	bg := context.Background()
 	b.ReportAllocs()
-	if dg := startDiag(); dg != nil {
-		b.Cleanup(func() { dg.report(b) })
-	}
 	for b.Loop() {
 		if err := e.scq.ReqNotify(false); err != nil {
 			b.Fatal(err)
@@ -265,11 +258,7 @@ func BenchmarkPostPoll(b *testing.B) {
 	e := setup(b)
 	wr := e.write(1)
 	wcs := make([]cq.WC, 1)
-	maybeUnshare(b)
 	b.ReportAllocs()
-	if dg := startDiag(); dg != nil {
-		b.Cleanup(func() { dg.report(b) })
-	}
 	polls, posts := 0, 0
 	for b.Loop() {
 		if _, err := e.a.PostSend(wr); err != nil {

@@ -25,59 +25,30 @@ import (
 // ib_{send,write}_{lat,bw} against goverbs perf, ibv_rc_pingpong against
 // goverbs pingpong. Each pair runs in both orders (rdma-core, goverbs,
 // goverbs, rdma-core) to cancel drift. The host turns the console into
-// ratio tables in docs/PERFORMANCE.md and a chart, docs/performance.svg.
+// ratio tables in docs/performance-results.md and a chart,
+// docs/performance.svg; a run under -qemuicount writes its instruction
+// counts into docs/performance-counts.md.
 
 // noCheckptr is set in bench mode: -d=checkptr instruments every unsafe
 // conversion, which the hot paths make, so benchmarks run without it.
 var noCheckptr bool
 
 var (
-	flagBenchRounds      = flag.Int("benchrounds", 2, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
-	flagBenchMicro       = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best; 0 runs none of them and writes no tables")
-	flagBenchTools       = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
-	flagBenchProf        = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
-	flagBenchNoSig       = flag.Bool("benchnopreempt", true, "bench mode: after each run of the Go benchmarks, run the poll benchmarks once more with GODEBUG=asyncpreemptoff=1 (the rows \"no preemption signal\")")
-	flagBenchPin         = flag.Bool("benchpin", false, "bench mode: run each tool pair's server on CPU 1 and its client on CPU 0 (their affinity, every thread), both tools alike")
-	flagBenchLatIters    = flag.Int("benchlatiters", 0, "bench mode: iterations of each latency pair's runs (send_lat, write_lat) instead of their default; the tables are then not written")
-	flagBenchBwIters     = flag.Int("benchbwiters", 0, "bench mode: iterations of each bandwidth pair's runs (send_bw, write_bw) instead of their default; the tables are then not written")
-	flagBenchPpIters     = flag.Int("benchppiters", 0, "bench mode: iterations of each ping-pong run instead of the default; the tables are then not written")
-	flagBenchPairs       = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
-	flagBenchMicroKProf  = flag.String("benchmicrokprof", "", "bench mode: for the Go benchmarks matching this `regexp` (as -test.bench, without Benchmark), one more run of them and of their C twins (outside the tables) with the guest sampled on every CPU, kernel and user: the console shows each process's share and the kernel functions; under -qemuicount, a share of the instructions executed")
-	flagBenchMicroKProfX = flag.String("benchmicrokprofx", "", "bench mode, with -benchmicrokprof: run its profiles at these fixed `counts` of iterations (comma-separated), the Go benchmark with -test.benchtime=Nx and cbench with the count as its third argument; two counts' difference is the loop's share without the start-up's")
-	flagBenchMicroWrap   = flag.String("benchmicrowrap", "", "bench mode, with -benchmicrokprof: run its steps under this `command` (space-separated words before the benchmark's argv), such as \"valgrind --tool=callgrind --callgrind-out-file=/dev/null\" (with -guestpkgs=valgrind): then, at two -benchmicrokprofx counts, the difference of the instructions it reports is the loop's user-mode instructions")
-	flagBenchKProbes     = flag.String("benchkprobes", "", "bench mode, with -benchmicrokprof: count the calls of these kernel `functions` (comma-separated; a kprobe on each) over each of its steps, exactly, where its samples are a profile's")
-	flagBenchFetch       = flag.String("benchfetch", "", "bench mode, with -benchprofile: also copy these guest `files` (comma-separated) into its directory at the end, such as a callgrind output that -benchmicrowrap wrote")
-	flagBenchTrace       = flag.String("benchtrace", "", "bench mode, with -benchprofile: for the perftest tests matching this `regexp`, -benchrounds more rounds of runs (C, Go, Go, C; outside the tables) with the scheduler's and workqueues' events traced on every CPU (tracefs), each trace's text gzipped into the profile directory")
-	flagBenchInterfere   = flag.Int("benchinterfere", 0, "bench mode: this many rounds of a test of other loads' effect on kernel work: rdma-core's PostPoll and ReqNotify (cbench, on CPU 0), alone, beside goverbs' empty poll loop (BenchmarkPollEmpty) and beside rdma-core's (cbench PollEmpty), both on CPU 1, and beside another process waking 100 and 1,000 times a second on CPU 0; outside the tables")
-	flagBenchTraceGoEnv  = flag.String("benchtracegoenv", "", "bench mode, with -benchtrace: add this `VAR=value` to the environment of the goverbs runs of every second round (rounds 1, 3, …), to compare a setting with the default in one VM run")
-	flagBenchTraceCIdle  = flag.Bool("benchtracecidle", false, "bench mode, with -benchtrace: run the rdma-core tools of every second round (rounds 1, 3, …) with one idle thread started in them (LD_PRELOAD of test/bench/testdata/idlethread.c), so that they are multithreaded as Go programs are")
-	flagBenchKProf       = flag.String("benchkprof", "", "bench mode: for the perftest tests matching this `regexp`, one long run of perftest and one of goverbs perf (outside the tables) with the guest's kernel sampled on every CPU; the console shows where the time went, by process and kernel function")
+	flagBenchRounds = flag.Int("benchrounds", 2, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
+	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best; 0 runs none of them and writes no tables")
+	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
+	flagBenchPairs  = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
+	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
 )
-
-// kprofHz is the sampling rate of -benchkprof's kernel profiles, per CPU.
-const kprofHz = 1000
-
-// microKProfHz is the sampling rate of -benchmicrokprof's profiles, per
-// CPU: a prime, so that the period (in ns, or instructions under
-// -qemuicount) does not keep step with a benchmark's loop.
-const microKProfHz = 49993
-
-// kprofLength is how many times longer than the tables' runs the
-// -benchkprof runs are, for enough samples of the measured loop against
-// the setup's.
-const kprofLength = 10
 
 // benchPairs are the perftest measurements: perftest's tool and goverbs
 // perf with the same parameters.
 //
 // The latency runs are 20,000 iterations long (latIters), where perftest's
-// default is 1,000. Their p99 is a target, and at 2,000 iterations it was
-// the 20th-slowest sample of a run of 20 ms (6.1) to 55 ms (6.12): 5 to 15
-// of the guest's 4 ms timer ticks, each of which stalls one iteration
-// (tens of µs on 6.1, up to milliseconds on 6.12), so the p99 of a run
-// followed the count of ticks it happened to span (write_lat's ratio moved
-// from 0.50x to 1.17x between VM runs of the same code). At 20,000 every
-// run spans 50 to 150 ticks.
+// default is 1,000: the p99 is the 200th-slowest sample, and each of the
+// guest's 4 ms timer ticks stalls one iteration, so a run must span enough
+// ticks (50 to 150 at this length) for its p99 not to follow how many it
+// happened to span.
 var benchPairs = []benchPair{
 	{"send_lat", "ib_send_lat", 64, latIters},
 	{"write_lat", "ib_write_lat", 64, latIters},
@@ -102,20 +73,7 @@ func (bp benchPair) goverbsArgv(n int) []string {
 	return []string{"/bin/goverbs", "perf", "-t", bp.test, "-d", "rxe0", "-g", "1", "-s", fmt.Sprint(bp.size), "-n", fmt.Sprint(n)}
 }
 
-// length is how many iterations the pair's runs take: its default, or
-// -benchlatiters or -benchbwiters where set for its kind.
-func (bp benchPair) length() int {
-	switch {
-	case *flagBenchLatIters > 0 && strings.HasSuffix(bp.test, "_lat"):
-		return *flagBenchLatIters
-	case *flagBenchBwIters > 0 && strings.HasSuffix(bp.test, "_bw"):
-		return *flagBenchBwIters
-	}
-	return bp.iters
-}
-
-// latIters is the length of each latency pair's runs (-benchlatiters
-// overrides it, outside the tables).
+// latIters is the length of each latency pair's runs.
 const latIters = 20000
 
 // bwIters is the length of each bandwidth pair's runs.
@@ -127,27 +85,6 @@ const pingpongIters = 2000
 
 // benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
 const benchGuestCBench = "/bin/cbench"
-
-// benchGuestIdleThread is where -benchtracecidle's preloaded library lies
-// in the guest.
-const benchGuestIdleThread = "/lib/goverbs-idlethread.so"
-
-// buildIdleThread compiles test/bench/testdata/idlethread.c into a shared
-// library with the host's gcc (there since buildCBench), for
-// -benchtracecidle; "" when it cannot, having said why.
-func buildIdleThread(ctx context.Context, root, dir, arch string) string {
-	if arch != runtime.GOARCH {
-		logf("%s: no idle-thread library: the host's gcc targets %s", arch, runtime.GOARCH)
-		return ""
-	}
-	out := filepath.Join(dir, "idlethread.so")
-	if err := run(ctx, "", "gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", out,
-		filepath.Join(root, "test", "bench", "testdata", "idlethread.c"), "-lpthread"); err != nil {
-		logf("%s: no idle-thread library: %v", arch, err)
-		return ""
-	}
-	return out
-}
 
 // buildCBench compiles test/bench/testdata/cbench.c on the host with gcc,
 // against the libibverbs-dev of the rdma-core that the guest runs (its
@@ -238,305 +175,54 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 				}
 			}
 			steps = append(steps, t)
-			if *flagBenchNoSig {
-				steps = append(steps, noPreemptStep(t, r))
-			}
 		}
 	}
 	if cbench && *flagBenchMicro > 0 {
 		steps = append(steps, c(*flagBenchMicro))
 	}
-	if re := *flagBenchMicroKProf; re != "" && len(tests) > 0 {
-		// One pair of runs per length: with -benchmicrokprofx, each a
-		// fixed count of iterations, so that the difference of two
-		// lengths' samples is the loop's alone, without the start-up.
-		lengths := []string{""}
-		if *flagBenchMicroKProfX != "" {
-			lengths = strings.Split(*flagBenchMicroKProfX, ",")
-		}
-		// profiled makes s one of these runs: named, sampled, wrapped,
-		// probed, and its samples kept with -benchprofile.
-		profiled := func(s plan.Step, side, n string) plan.Step {
-			s.Name = "kprof " + side + strings.TrimSuffix(" x"+n, " x")
-			s.Argv = append(strings.Fields(*flagBenchMicroWrap), s.Argv...)
-			s.KProfileHz = microKProfHz
-			s.KProbes = splitList(*flagBenchKProbes)
-			if *flagBenchProf != "" {
-				s.KProfileOut = "/tmp/kprof-" + side + n + ".folded"
-				profiles = append(profiles, s.KProfileOut)
-			}
-			return s
-		}
-		for _, n := range lengths {
-			t := tests[0]
-			t.Argv = nil
-			for _, a := range tests[0].Argv {
-				switch {
-				case strings.HasPrefix(a, "-test.bench="):
-					a = "-test.bench=^Benchmark(" + re + ")$"
-				case strings.HasPrefix(a, "-test.benchtime=") && n != "":
-					a = "-test.benchtime=" + n + "x"
-				case strings.HasPrefix(a, "-test.cpuprofile="):
-					continue
-				}
-				t.Argv = append(t.Argv, a)
-			}
-			steps = append(steps, profiled(t, "gobench", n))
-			if cbench {
-				s := c(*flagBenchMicro + 1)
-				s.Argv = append(s.Argv, re)
-				if n != "" {
-					s.Argv = append(s.Argv, n)
-				}
-				steps = append(steps, profiled(s, "cbench", n))
-			}
-		}
-	}
-	port := 20000
-	if *flagBenchKProf != "" {
-		re := regexp.MustCompile(*flagBenchKProf) // checked in main
-		for _, bp := range benchPairs {
-			if !re.MatchString(bp.test) {
-				continue
-			}
-			for _, side := range []string{"c", "go"} {
-				port++
-				argv, lib := bp.goverbsArgv(kprofLength*bp.iters), ""
-				if side == "c" {
-					argv, lib = bp.perftestArgv(kprofLength*bp.iters), libPath
-				}
-				argv = append(argv, "-p", fmt.Sprint(port))
-				tag := "kprof " + bp.test + " " + side
-				folded := ""
-				if *flagBenchProf != "" {
-					folded = "/tmp/kprof-" + bp.test + "-" + side + ".folded"
-					profiles = append(profiles, folded)
-				}
-				steps = append(steps,
-					plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 300},
-					plan.Step{Name: tag + " client", Argv: append(slices.Clone(argv), "127.0.0.1"), LibPath: lib, DelayMs: 1000,
-						Prefix: "  " + tag + " client| ", TimeoutSec: 300, Counters: rxeCounters, KProfileHz: kprofHz, KProfileOut: folded})
-			}
-		}
-	}
-	if *flagBenchTrace != "" {
-		steps = append(steps, traceSteps(&port, libPath, &profiles)...)
-	}
-	if *flagBenchInterfere > 0 && cbench && len(tests) > 0 {
-		steps = append(steps, interfereSteps(tests[0], libPath)...)
-	}
 	if *flagBenchTools {
-		steps = append(steps, toolSteps(&port, libPath, prof)...)
-	}
-	if *flagBenchProf != "" {
-		profiles = append(profiles, splitList(*flagBenchFetch)...)
+		steps = append(steps, toolSteps(libPath, prof)...)
 	}
 	if len(profiles) > 0 {
-		// A few MB each through the serial console: -benchtrace's traces
-		// (2.5 MB gzipped) took about 12 s each.
+		// A few MB each through the serial console.
 		steps = append(steps, plan.Step{Name: "profiles out", Argv: append([]string{"/init", "dump"}, profiles...), TimeoutSec: 60 + 30*len(profiles)})
 	}
 	return steps
 }
 
-// interfereSteps is -benchinterfere's runs. Each round runs the victim,
-// rdma-core's PostPoll and ReqNotify from cbench at fixed counts on CPU 0,
-// five times: with nothing of the benchmarks' beside it; beside goverbs'
-// empty poll loop (the Go benchmark PollEmpty, a loop like the one each
-// side of a latency pair spins in while it waits) on CPU 1; beside
-// rdma-core's (cbench's PollEmpty) on CPU 1; and beside another process
-// waking 100 and 1,000 times a second on CPU 0 itself (/init tick), each
-// wakeup switching the CPU's address space there and back. The victim's
-// code is the same in all five, so a change in its ns/op is the other
-// load's doing, through the emulator or the host's core. (On 6.1 rxe does
-// PostPoll's work on the poster's CPU; on 6.12 kworkers may take it to
-// the other.)
-func interfereSteps(gotest plan.Step, libPath string) []plan.Step {
-	var steps []plan.Step
-	const aggressorSec = 5
-	victim := func(r int, beside string, delay int) plan.Step {
-		return plan.Step{Name: fmt.Sprintf("interfere #%d victim beside %s", r, beside), LibPath: libPath, TimeoutSec: 120,
-			Argv: []string{benchGuestCBench, "rxe0", "PostPoll|ReqNotify", "20000"}, CPUs: []int{0}, DelayMs: delay,
-			Prefix: fmt.Sprintf("  interfere #%d beside %s| ", r, beside)}
-	}
-	aggressor := func(r int, name string, argv []string, cpu int) plan.Step {
-		return plan.Step{Name: fmt.Sprintf("interfere #%d aggressor %s", r, name), Argv: argv, Background: true,
-			CPUs: []int{cpu}, TimeoutSec: 60, DelayMs: (aggressorSec + 1) * 1000, // the last one is done
-			Prefix: fmt.Sprintf("  interfere #%d aggressor %s| ", r, name)}
-	}
-	goArgv := []string{gotest.Argv[0], "-test.run=^$", "-test.bench=^BenchmarkPollEmpty$", fmt.Sprintf("-test.benchtime=%ds", aggressorSec)}
-	d := fmt.Sprintf("%ds", aggressorSec)
-	for r := range *flagBenchInterfere {
-		none := victim(r, "none", 0)
-		if r > 0 {
-			none.DelayMs = (aggressorSec + 1) * 1000
-		}
-		g := aggressor(r, "go", goArgv, 1)
-		g.Dir, g.Env, g.DelayMs = gotest.Dir, gotest.Env, 0
-		c := aggressor(r, "c", []string{benchGuestCBench, "rxe0", "PollEmpty", "120000000"}, 1)
-		c.LibPath = libPath
-		steps = append(steps, none,
-			g, victim(r, "go", 1500),
-			c, victim(r, "c", 1500),
-			aggressor(r, "tick100", []string{"/init", "tick", "10ms", d}, 0), victim(r, "tick100", 1500),
-			aggressor(r, "tick1000", []string{"/init", "tick", "1ms", d}, 0), victim(r, "tick1000", 1500))
-	}
-	return steps
-}
-
-// traceEvents are the kernel events -benchtrace records: who ran on each
-// CPU and when, whom each wakeup woke and where, tasks moved between CPUs,
-// the timer tick, the TLB flushes (x86; each costs QEMU's emulated TLB),
-// and the work items queued and run (rxe's tasks run as work items on
-// 6.12).
-var traceEvents = []string{
-	"sched/sched_switch", "sched/sched_wakeup", "sched/sched_wakeup_new", "sched/sched_migrate_task",
-	"irq_vectors/local_timer_entry", "tlb/tlb_flush",
-	"workqueue/workqueue_queue_work", "workqueue/workqueue_execute_start",
-}
-
-// traceBootArgs is the kernel command line's part for -benchtrace: its
-// events enabled at boot, before the second CPU runs, and not by /init
-// later. Enabling a tracepoint patches kernel text while the other vCPU
-// may run it, and under QEMU's TCG that panicked the guest twice (an int3
-// in ttwu_do_activate, then in __sysvec_apic_timer_interrupt), once on
-// the first enable of a run.
-func traceBootArgs() string {
-	if *flagBenchTrace == "" {
-		return ""
-	}
-	events := make([]string, len(traceEvents))
-	for i, e := range traceEvents {
-		events[i] = strings.Replace(e, "/", ":", 1)
-	}
-	return " trace_event=" + strings.Join(events, ",")
-}
-
-// traceSteps is -benchtrace's runs: per matching perftest test,
-// -benchrounds rounds of its pair (C, Go, Go, C) at the tables' length, outside the tables,
-// each client's step traced into /tmp/trace-<test>-<side><n>.txt.gz,
-// which it adds to profiles to be copied out.
-func traceSteps(port *int, libPath string, profiles *[]string) []plan.Step {
-	re := regexp.MustCompile(*flagBenchTrace) // checked in main
-	var steps []plan.Step
-	for _, bp := range benchPairs {
-		if !re.MatchString(bp.test) {
-			continue
-		}
-		bp.iters = bp.length()
-		for n := range 4 * *flagBenchRounds {
-			side := []string{"c", "go", "go", "c"}[n%4]
-			*port++
-			argv, lib := bp.goverbsArgv(bp.iters), ""
-			if side == "c" {
-				argv, lib = bp.perftestArgv(bp.iters), libPath
-			}
-			argv = append(argv, "-p", fmt.Sprint(*port))
-			var env []string
-			if side == "go" && *flagBenchTraceGoEnv != "" && (n/4)%2 == 1 {
-				env, side = []string{*flagBenchTraceGoEnv}, "goenv"
-			}
-			if side == "c" && *flagBenchTraceCIdle && (n/4)%2 == 1 {
-				env, side = []string{"LD_PRELOAD=" + benchGuestIdleThread}, "cidle"
-			}
-			tag := fmt.Sprintf("trace %s %s #%d", bp.test, side, n)
-			out := fmt.Sprintf("/tmp/trace-%s-%s%d.txt.gz", bp.test, side, n)
-			*profiles = append(*profiles, out)
-			srv := plan.Step{Name: tag + " server", Argv: argv, Env: env, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 300}
-			cl := plan.Step{Name: tag + " client", Argv: append(slices.Clone(argv), "127.0.0.1"), Env: env, LibPath: lib, DelayMs: 1000,
-				Prefix: "  " + tag + " client| ", TimeoutSec: 300, Counters: rxeCounters, Trace: traceEvents, TraceOut: out}
-			if *flagBenchPin {
-				srv.CPUs, cl.CPUs = []int{1}, []int{0}
-			}
-			steps = append(steps, srv, cl)
-		}
-	}
-	return steps
-}
-
-// noSignal marks the Go benchmarks run with GODEBUG=asyncpreemptoff=1:
-// the prefix of their console lines, and the suffix of their names in
-// benchResult.
-const (
-	noSignalPrefix = "nopreempt| "
-	noSignalSuffix = "@nopreempt"
-)
-
-// noPreemptBench is the -test.bench pattern of the run without the
-// preemption signal, unless -run names one: the drain benchmarks. (The
-// pattern meets the function's whole name, Benchmark included.)
-const noPreemptBench = "^BenchmarkPollDrain(Single)?$"
-
-// noPreemptStep is the Go benchmark step t (run r) again, the poll
-// benchmarks only, with the runtime's asynchronous preemption off.
-//
-// Why: every 10 ms the Go runtime preempts a goroutine that has run that
-// long (a busy poll loop, a drain benchmark) with a signal, and under
-// QEMU's TCG each such signal costs the vCPU its emulated TLB and
-// translated-code jump cache, measured with -qemustats (docs/PERFORMANCE-LOG.md).
-// The drain after it walks its ring pages and code with both cold; C's
-// drain, with no runtime, never pays that. On hardware a signal costs
-// microseconds every 10 ms. The tables show both runs, the targets
-// judged on the first (the runtime as it comes).
-func noPreemptStep(t plan.Step, r int) plan.Step {
-	t.Name = fmt.Sprintf("%s (GODEBUG=asyncpreemptoff=1)", strings.TrimSuffix(t.Name, fmt.Sprintf(" #%d", r))) + fmt.Sprintf(" #%d", r)
-	argv := make([]string, 0, len(t.Argv))
-	for _, a := range t.Argv {
-		if strings.HasPrefix(a, "-test.cpuprofile=") {
-			continue
-		}
-		if strings.HasPrefix(a, "-test.bench=") && *flagRun == "" {
-			a = "-test.bench=" + noPreemptBench
-		}
-		argv = append(argv, a)
-	}
-	t.Argv = argv
-	t.Env = append(slices.Clone(t.Env), "GODEBUG=asyncpreemptoff=1")
-	t.Prefix = noSignalPrefix
-	return t
-}
-
 // toolSteps is the tool pairs of a bench VM (rdma-core's, then goverbs',
 // in both orders), and with -benchprofile one long goverbs perf client
-// per test, its CPU profile named by prof.
-func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step {
+// per test, its CPU profile named by prof. Each server listens on a port
+// of its own, so that a late server never meets the next pair's client.
+func toolSteps(libPath string, prof func(string) string) []plan.Step {
 	var steps []plan.Step
-	pair := func(test string, c, g []string, client func(argv []string) []string) {
+	port := 20000
+	pair := func(test string, c, g []string) {
 		if !benchPairWanted(test) {
 			return
 		}
 		for r := 0; r < *flagBenchRounds; r++ {
 			for i, side := range []string{"c", "go", "go", "c"} {
-				*port++
+				port++
 				n := 4*r + i
 				argv, lib := slices.Clone(g), ""
 				if side == "c" {
 					argv, lib = slices.Clone(c), libPath
 				}
-				argv = append(argv, "-p", fmt.Sprint(*port))
+				argv = append(argv, "-p", fmt.Sprint(port))
 				tag := fmt.Sprintf("bench %s %s #%d", test, side, n)
-				cli := client(slices.Clone(argv))
-				srv, cl := plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
-					plan.Step{Name: tag + " client", Argv: cli, LibPath: lib,
-						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters}
-				if *flagBenchPin {
-					srv.CPUs, cl.CPUs = []int{1}, []int{0}
-				}
-				steps = append(steps, srv, cl)
+				steps = append(steps,
+					plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
+					plan.Step{Name: tag + " client", Argv: append(slices.Clone(argv), "127.0.0.1"), LibPath: lib,
+						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters})
 			}
 		}
 	}
-	toClient := func(argv []string) []string { return append(argv, "127.0.0.1") }
 	for _, bp := range benchPairs {
-		n := bp.length()
-		pair(bp.test, bp.perftestArgv(n), bp.goverbsArgv(n), toClient)
+		pair(bp.test, bp.perftestArgv(bp.iters), bp.goverbsArgv(bp.iters))
 	}
-	ppn := pingpongIters
-	if *flagBenchPpIters > 0 {
-		ppn = *flagBenchPpIters
-	}
-	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(ppn)}
-	pair("pingpong", append([]string{"/usr/bin/ibv_rc_pingpong"}, pp...), append([]string{"/bin/goverbs", "pingpong"}, pp...), toClient)
+	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(pingpongIters)}
+	pair("pingpong", append([]string{"/usr/bin/ibv_rc_pingpong"}, pp...), append([]string{"/bin/goverbs", "pingpong"}, pp...))
 	// Profiles need longer runs than the pairs (100 samples a second):
 	// one goverbs perf run per test, 25 times as long, outside the tables.
 	for _, bp := range benchPairs {
@@ -544,8 +230,8 @@ func toolSteps(port *int, libPath string, prof func(string) string) []plan.Step 
 		if p == "" {
 			break
 		}
-		*port++
-		argv := append(bp.goverbsArgv(25*bp.iters), "-p", fmt.Sprint(*port))
+		port++
+		argv := append(bp.goverbsArgv(25*bp.iters), "-p", fmt.Sprint(port))
 		cli := append([]string{argv[0], argv[1], "-cpuprofile", p}, argv[2:]...)
 		tag := "profile " + bp.test
 		steps = append(steps,
@@ -561,18 +247,16 @@ func benchPairWanted(test string) bool {
 }
 
 // partialBench reports whether the flags leave out part of make bench
-// (-run, -benchmicro=0, -benchpairs, -benchtools=false), change its runs'
-// lengths (-benchlatiters, -benchbwiters, -benchppiters) or measure
+// (-run, -benchmicro=0, -benchpairs, -benchtools=false) or measure
 // something else than its timings (-qemuicount): then its tables are not
 // written, since they would stand for a run that did not happen.
 func partialBench() bool {
-	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || *flagBenchLatIters > 0 || *flagBenchBwIters > 0 || *flagBenchPpIters > 0 || !*flagBenchTools || *flagQemuIcount >= 0
+	return *flagRun != "" || *flagBenchMicro <= 0 || *flagBenchPairs != "" || !*flagBenchTools || *flagQemuIcount >= 0
 }
 
 // fullCount reports whether a -qemuicount bench run counted every Go
 // benchmark (no -run, -benchmicro at least 1), so that its counts may
-// replace the ones in docs/PERFORMANCE.md; the tool pairs and the runs
-// without the preemption signal are not part of them.
+// replace docs/performance-counts.md; the tool pairs are not part of them.
 func fullCount() bool {
 	return *flagQemuIcount >= 0 && *flagRun == "" && *flagBenchMicro > 0
 }
@@ -613,15 +297,11 @@ var microTargets = map[string]float64{
 // (rdma-core's rxe provider locks its CQ in every poll, whatever
 // IBV_CREATE_CQ_ATTR_SINGLE_THREADED says: rxe_create_cq_ex ignores it).
 func cTwin(name string) string {
-	name = baseName(name)
 	if rest, ok := strings.CutPrefix(name, "PollDrainSingle/"); ok {
 		return "PollDrain/" + rest
 	}
 	return name
 }
-
-// baseName is a Go benchmark's name without noSignalSuffix.
-func baseName(name string) string { return strings.TrimSuffix(name, noSignalSuffix) }
 
 // microUnit is the unit each Go benchmark is compared in.
 var microUnit = map[string]string{
@@ -641,9 +321,7 @@ var microUnit = map[string]string{
 
 var microOrder = []string{"PollEmpty", "PollDrain/batch=1", "PollDrain/batch=16", "PollDrain/batch=64",
 	"PollDrainSingle/batch=1", "PollDrainSingle/batch=16", "PollDrainSingle/batch=64",
-	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv",
-	"PollDrain/batch=1" + noSignalSuffix, "PollDrain/batch=16" + noSignalSuffix, "PollDrain/batch=64" + noSignalSuffix,
-	"PollDrainSingle/batch=1" + noSignalSuffix, "PollDrainSingle/batch=16" + noSignalSuffix, "PollDrainSingle/batch=64" + noSignalSuffix}
+	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv"}
 
 // microLabel says in words what each Go benchmark measures.
 var microLabel = map[string]string{
@@ -659,13 +337,6 @@ var microLabel = map[string]string{
 	"PostPoll":                 "a latency tool's step: post one write, poll its completion",
 	"PostSend":                 "PostSend per WR (batches of 32, one doorbell)",
 	"PostRecv":                 "PostRecv per WR",
-
-	"PollDrain/batch=1" + noSignalSuffix:        "poll per CQE, batch 1, no preemption signal (GODEBUG=asyncpreemptoff=1; C: the same drain)",
-	"PollDrain/batch=16" + noSignalSuffix:       "poll per CQE, batch 16, no preemption signal",
-	"PollDrain/batch=64" + noSignalSuffix:       "poll per CQE, batch 64, no preemption signal",
-	"PollDrainSingle/batch=1" + noSignalSuffix:  "poll per CQE, batch 1, single-threaded CQ, no preemption signal",
-	"PollDrainSingle/batch=16" + noSignalSuffix: "poll per CQE, batch 16, single-threaded CQ, no preemption signal",
-	"PollDrainSingle/batch=64" + noSignalSuffix: "poll per CQE, batch 64, single-threaded CQ, no preemption signal",
 }
 
 // benchResult is what one kernel's bench VM measured.
@@ -702,12 +373,7 @@ func parseBench(console []string) *benchResult {
 	}
 	for _, l := range console {
 		l = strings.TrimRight(l, " \t\r")
-		suffix := ""
-		if _, rest, ok := strings.Cut(l, noSignalPrefix); ok {
-			l, suffix = rest, noSignalSuffix
-		}
 		if m := goBenchRow.FindStringSubmatch(l); m != nil {
-			m[1] += suffix
 			f := strings.Fields(m[2])
 			for i := 0; i+1 < len(f); i += 2 {
 				v, err := strconv.ParseFloat(f[i], 64)
@@ -723,7 +389,7 @@ func parseBench(console []string) *benchResult {
 					if a, ok := r.Allocs[m[1]]; !ok || v < a {
 						r.Allocs[m[1]] = v
 					}
-				case unit == microUnit[baseName(m[1])]:
+				case unit == microUnit[m[1]]:
 					r.MicroGo[m[1]] = append(r.MicroGo[m[1]], v)
 				}
 			}
@@ -840,7 +506,7 @@ func (r *benchResult) microTable() string {
 		if !math.IsNaN(ratio) {
 			rs = fmt.Sprintf("%.2f×", ratio)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", microLabel[name], microUnit[baseName(name)], num(c), num(g),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", microLabel[name], microUnit[name], num(c), num(g),
 			rs, verdict(ratio, microTargets[name], true), allocs)
 	}
 	return b.String()
@@ -858,7 +524,7 @@ func (r *benchResult) countTable() string {
 		if math.IsNaN(c) || math.IsNaN(g) {
 			continue
 		}
-		_, per, _ := strings.Cut(microUnit[baseName(name)], "/")
+		_, per, _ := strings.Cut(microUnit[name], "/")
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f× |\n", microLabel[name], per, countNum(c), countNum(g), g/c)
 	}
 	return b.String()
@@ -877,35 +543,34 @@ func countNum(v float64) string {
 	return s
 }
 
-// writeCounts replaces the instruction counts in docs/PERFORMANCE.md,
-// between the count markers, with those of a -qemuicount run.
+// writeCounts writes docs/performance-counts.md whole, from a
+// -qemuicount run.
 func writeCounts(root string, results []*benchResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, `make bench`'s counting run (`-qemuicount=0`: one vCPU, the guest's clock advancing one "+
 		"nanosecond an instruction), the Go benchmarks once between two runs of their C twins; each side's "+
-		"figure is its least run.\n", time.Now().UTC().Format("2006-01-02"))
+		"figure is its least run. How to read them: [PERFORMANCE.md](PERFORMANCE.md).\n", time.Now().UTC().Format("2006-01-02"))
 	for _, r := range results {
-		fmt.Fprintf(&b, "\n%s:\n\n%s", r.Kernel, r.countTable())
+		fmt.Fprintf(&b, "\n### %s\n\n%s", r.Kernel, r.countTable())
 	}
-	return replaceSection(filepath.Join(root, "docs", "PERFORMANCE.md"), "<!-- count:begin -->", "<!-- count:end -->", b.String())
+	return writeGenerated(filepath.Join(root, countsFile), "Instruction counts, goverbs against rdma-core", b.String())
 }
 
-// replaceSection puts text between the begin and end markers of the file
-// at p, on lines of their own, or appends the markers and text when the
-// file has none.
-func replaceSection(p, begin, end, text string) error {
-	old, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	sec := begin + "\n" + strings.TrimRight(text, "\n") + "\n" + end
-	s := string(old)
-	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {
-		s = s[:i] + sec + s[j+len(end):]
-	} else {
-		s = strings.TrimRight(s, "\n") + "\n\n" + sec + "\n"
-	}
-	return os.WriteFile(p, []byte(s), 0o644)
+// The files make bench writes whole, relative to the module root.
+const (
+	resultsFile = "docs/performance-results.md"
+	countsFile  = "docs/performance-counts.md"
+	chartFile   = "docs/performance.svg"
+)
+
+// generatedLine opens every file make bench writes.
+const generatedLine = "<!-- generated by make bench; do not edit -->"
+
+// writeGenerated writes the Markdown file at p whole: generatedLine, a
+// title, and body.
+func writeGenerated(p, title, body string) error {
+	text := generatedLine + "\n\n# " + title + "\n\n" + strings.TrimRight(body, "\n") + "\n"
+	return os.WriteFile(p, []byte(text), 0o644)
 }
 
 // toolTable prints rdma-core's tools beside goverbs', as Markdown.
@@ -934,6 +599,9 @@ type toolRow struct {
 func (r *benchResult) toolRows() []toolRow {
 	var rows []toolRow
 	add := func(key, label string) {
+		if !benchPairWanted(key) {
+			return
+		}
 		for _, f := range benchFigures[toolKind(key)] {
 			k := key + "/" + f.name
 			c, g := median(r.ToolC[k]), median(r.ToolGo[k])
@@ -976,8 +644,8 @@ func benchFiles(console []string) map[string][]byte {
 	return files
 }
 
-// benchReport prints each kernel's tables, writes the profiles, and (for
-// a full run) writes docs/PERFORMANCE.md's tables and docs/performance.svg.
+// benchReport prints each kernel's tables, writes the profiles, and, for
+// a run that is all of make bench's, writes its generated files.
 func benchReport(ctx context.Context, root string, runs []benchRun) error {
 	var results []*benchResult
 	for _, run := range runs {
@@ -988,16 +656,20 @@ func benchReport(ctx context.Context, root string, runs []benchRun) error {
 		r.Kernel = fmt.Sprintf("Linux %s (%s)", run.res.Release, run.res.Arch)
 		r.Short, _, _ = strings.Cut(run.name, "/")
 		results = append(results, r)
-		fmt.Printf("\nBenchmarks on %s (%s, TCG: compare only within one run):\n", run.name, run.res.Release)
-		for _, l := range run.res.Console {
-			if strings.HasPrefix(l, "Benchmark") || strings.HasPrefix(l, "cbench ") {
-				fmt.Println("  " + l)
-			} else if _, rest, ok := strings.Cut(l, noSignalPrefix); ok && strings.HasPrefix(rest, "Benchmark") {
-				fmt.Println("  " + rest + " (GODEBUG=asyncpreemptoff=1)")
+		if *flagBenchMicro > 0 {
+			fmt.Printf("\nBenchmarks on %s (%s, TCG: compare only within one run):\n", run.name, run.res.Release)
+			for _, l := range run.res.Console {
+				if strings.HasPrefix(l, "Benchmark") || strings.HasPrefix(l, "cbench ") {
+					fmt.Println("  " + l)
+				}
 			}
 		}
-		fmt.Printf("\nHot paths on %s, goverbs against rdma-core:\n%s", run.name, r.microTable())
-		fmt.Printf("\nTools on %s, goverbs against rdma-core:\n%s", run.name, r.toolTable())
+		if *flagBenchMicro > 0 && *flagQemuIcount < 0 { // counted runs print their counts below
+			fmt.Printf("\nHot paths on %s, goverbs against rdma-core:\n%s", run.name, r.microTable())
+		}
+		if *flagBenchTools {
+			fmt.Printf("\nTools on %s, goverbs against rdma-core:\n%s", run.name, r.toolTable())
+		}
 		if *flagBenchProf != "" {
 			files := benchFiles(run.res.Console)
 			dir := filepath.Join(*flagBenchProf, strings.ReplaceAll(run.name, "/", "-"))
@@ -1013,16 +685,16 @@ func benchReport(ctx context.Context, root string, runs []benchRun) error {
 		}
 	}
 	if *flagQemuIcount >= 0 {
-		if len(results) == 0 || !fullCount() {
-			return nil
-		}
 		for _, r := range results {
 			fmt.Printf("\nInstructions on %s, goverbs against rdma-core:\n%s", r.Short, r.countTable())
+		}
+		if len(results) == 0 || !fullCount() {
+			return nil
 		}
 		if err := writeCounts(root, results); err != nil {
 			return err
 		}
-		fmt.Println("\nwrote the instruction counts into docs/PERFORMANCE.md")
+		fmt.Println("\nwrote " + countsFile)
 		return nil
 	}
 	if len(results) == 0 || partialBench() {
@@ -1032,10 +704,10 @@ func benchReport(ctx context.Context, root string, runs []benchRun) error {
 		return err
 	}
 	svg := benchSVG(results, time.Now().UTC().Format("2006-01-02"))
-	if err := os.WriteFile(filepath.Join(root, "docs", "performance.svg"), []byte(svg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, chartFile), []byte(svg), 0o644); err != nil {
 		return err
 	}
-	fmt.Println("\nwrote docs/PERFORMANCE.md and docs/performance.svg")
+	fmt.Println("\nwrote " + resultsFile + " and " + chartFile)
 	return nil
 }
 
@@ -1114,14 +786,13 @@ type benchRun struct {
 	res  *vmResult
 }
 
-// writePerformance puts the tables into docs/PERFORMANCE.md, between
-// markers, keeping the rest of the file.
+// writePerformance writes docs/performance-results.md whole: the
+// tables of a full run.
 func writePerformance(root string, results []*benchResult, mlx5 string) error {
 	var b strings.Builder
-	b.WriteString("## goverbs against rdma-core, side by side (`make bench`)\n\n")
-	fmt.Fprintf(&b, "%s, QEMU TCG (`-cpu %s`: why, under \"The preemption signal\") on this project's 2-core machine, one VM per kernel. "+
+	fmt.Fprintf(&b, "%s, QEMU TCG (`-cpu %s`) on a 2-core host, one VM per kernel. "+
 		"**TCG timings are comparable only as ratios within one run**, never with real hardware "+
-		"or across runs. The Go benchmarks ran %d times, each run between two runs of their C twins, "+
+		"or across runs; how to read them: [PERFORMANCE.md](PERFORMANCE.md). The Go benchmarks ran %d times, each run between two runs of their C twins, "+
 		"and each side's figure is its best run (load on the host only adds time). Each tool pair ran in "+
 		"the order rdma-core, goverbs, goverbs, rdma-core (%d round(s)); each figure is the median "+
 		"of its runs, each run %d iterations long for the latency pairs, %d for the bandwidth pairs and %d for the ping-pong. Targets: latency (median and p99) ≤ 1.0×, message rate ≥ 1.0×, poll per "+
@@ -1129,9 +800,9 @@ func writePerformance(root string, results []*benchResult, mlx5 string) error {
 		time.Now().UTC().Format("2006-01-02"), qemuCPU("bench"), max(*flagBenchMicro, 1), *flagBenchRounds,
 		latIters, bwIters, pingpongIters)
 	for _, r := range results {
-		fmt.Fprintf(&b, "### %s\n\nHot paths: the Go benchmarks (test/bench) and the same loops in C through libibverbs (test/bench/testdata/cbench.c):\n\n%s\n", r.Kernel, r.microTable())
+		fmt.Fprintf(&b, "## %s\n\nHot paths: the Go benchmarks (test/bench) and the same loops in C through libibverbs (test/bench/testdata/cbench.c):\n\n%s\n", r.Kernel, r.microTable())
 		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, same parameters:\n\n%s\n", r.toolTable())
 	}
-	fmt.Fprintf(&b, "### mlx5 provider, the test playing the device (provider/mlx5/bench_linux_test.go)\n\n%s\n", mlx5)
-	return replaceSection(filepath.Join(root, "docs", "PERFORMANCE.md"), "<!-- bench:begin -->", "<!-- bench:end -->", b.String())
+	fmt.Fprintf(&b, "## mlx5 provider, the test playing the device (provider/mlx5/bench_linux_test.go)\n\n%s\n", mlx5)
+	return writeGenerated(filepath.Join(root, resultsFile), "goverbs against rdma-core, side by side (`make bench`)", b.String())
 }

@@ -23,7 +23,6 @@ var benchConsole = []string{
 	"BenchmarkPollEmpty-2        	  897423	       131.4 ns/op	       0 B/op	       0 allocs/op",
 	"BenchmarkPollDrain/batch=1-2         	     662	    178241 ns/op	       661.4 ns/CQE	       0 B/op	       0 allocs/op",
 	"BenchmarkPostSend-2                  	     129	    801140 ns/op	     24936 ns/WR	      26 B/op	       0 allocs/op",
-	"  nopreempt| BenchmarkPollDrain/batch=1-2         	       1	2753783207 ns/op	       540.5 ns/CQE	       0 B/op	       0 allocs/op",
 	"cbench PollEmpty 1000000 100 ns/op",
 	"cbench PollEmpty 1000000 120 ns/op",
 	"cbench PollDrain/batch=1 300 600 ns/CQE",
@@ -44,8 +43,8 @@ func TestParseBench(t *testing.T) {
 	r := parseBench(benchConsole)
 	want := &benchResult{
 		MicroC:  map[string][]float64{"PollEmpty": {100, 120}, "PollDrain/batch=1": {600}, "PostSend": {25000}},
-		MicroGo: map[string][]float64{"PollEmpty": {131.4}, "PollDrain/batch=1": {661.4}, "PostSend": {24936}, "PollDrain/batch=1@nopreempt": {540.5}},
-		Allocs:  map[string]float64{"PollEmpty": 0, "PollDrain/batch=1": 0, "PostSend": 0, "PollDrain/batch=1@nopreempt": 0},
+		MicroGo: map[string][]float64{"PollEmpty": {131.4}, "PollDrain/batch=1": {661.4}, "PostSend": {24936}},
+		Allocs:  map[string]float64{"PollEmpty": 0, "PollDrain/batch=1": 0, "PostSend": 0},
 		ToolC: map[string][]float64{
 			"send_lat/t_typical [µs]": {14.25, 14.18}, "send_lat/t_avg [µs]": {15.42, 15.46}, "send_lat/99% [µs]": {41.03, 46.07},
 			"send_bw/BW average [MB/s]": {44}, "send_bw/MsgRate [Mpps]": {0.011269},
@@ -70,8 +69,6 @@ func TestBenchTables(t *testing.T) {
 		"| poll per CQE, batch 1 | ns/CQE | 600 | 661 | 1.10× | ≤ 0.9× **missed** | 0 |",
 		"| PostSend per WR (batches of 32, one doorbell) | ns/WR | 25000 | 24936 | 1.00× |  | 0 |",
 		"| PostRecv per WR | ns/WR | – | – | – |  | – |",
-		// The run without the preemption signal, against the same C drain, with no target.
-		"| poll per CQE, batch 1, no preemption signal (GODEBUG=asyncpreemptoff=1; C: the same drain) | ns/CQE | 600 | 540 | 0.90× |  | 0 |",
 	} {
 		if !strings.Contains(micro, want) {
 			t.Errorf("hot-path table lacks %q:\n%s", want, micro)
@@ -97,8 +94,7 @@ func TestCountTable(t *testing.T) {
 	want := "| benchmark | instructions per | rdma-core (C) | goverbs | goverbs / rdma-core |\n|---|---|---|---|---|\n" +
 		"| empty poll | op | 100.0 | 131.4 | 1.31× |\n" +
 		"| poll per CQE, batch 1 | CQE | 600.0 | 661.4 | 1.10× |\n" +
-		"| PostSend per WR (batches of 32, one doorbell) | WR | 25,000 | 24,936 | 1.00× |\n" +
-		"| poll per CQE, batch 1, no preemption signal (GODEBUG=asyncpreemptoff=1; C: the same drain) | CQE | 600.0 | 540.5 | 0.90× |\n"
+		"| PostSend per WR (batches of 32, one doorbell) | WR | 25,000 | 24,936 | 1.00× |\n"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("countTable (-want +got):\n%s", diff)
 	}
@@ -109,27 +105,22 @@ func TestCountTable(t *testing.T) {
 	}
 }
 
-// TestReplaceSection: the text between the markers is replaced, and a
-// file without them gets them at its end.
-func TestReplaceSection(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "doc.md")
-	for _, c := range []struct{ old, want string }{
-		{"# Doc\n\nbefore\n<!-- x:begin -->\nold\nlines\n<!-- x:end -->\nafter\n", "# Doc\n\nbefore\n<!-- x:begin -->\nnew\n<!-- x:end -->\nafter\n"},
-		{"# Doc\n\n", "# Doc\n\n<!-- x:begin -->\nnew\n<!-- x:end -->\n"},
-	} {
-		if err := os.WriteFile(p, []byte(c.old), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := replaceSection(p, "<!-- x:begin -->", "<!-- x:end -->", "new\n\n"); err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(c.want, string(got)); diff != "" {
-			t.Errorf("replaceSection over %q (-want +got):\n%s", c.old, diff)
-		}
+// TestWriteGenerated: a generated file is written whole, over whatever
+// was there, and says so on its first line.
+func TestWriteGenerated(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "results.md")
+	if err := os.WriteFile(p, []byte("# Old\n\nhand-written\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeGenerated(p, "Title", "body\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(generatedLine+"\n\n# Title\n\nbody\n", string(got)); diff != "" {
+		t.Errorf("writeGenerated (-want +got):\n%s", diff)
 	}
 }
 
@@ -205,23 +196,6 @@ func TestMlx5Table(t *testing.T) {
 	}
 }
 
-func TestNoPreemptStep(t *testing.T) {
-	in := plan.Step{Name: "github.com/goverbs/goverbs/test/bench #1", Dir: "/t",
-		Argv: []string{"/t/bench.test", "-test.timeout=20m", "-test.run=^$", "-test.bench=.", "-test.benchmem", "-test.cpuprofile=/tmp/p"},
-		Env:  []string{"A=1"}}
-	got := noPreemptStep(in, 1)
-	want := plan.Step{Name: "github.com/goverbs/goverbs/test/bench (GODEBUG=asyncpreemptoff=1) #1", Dir: "/t",
-		Argv:   []string{"/t/bench.test", "-test.timeout=20m", "-test.run=^$", "-test.bench=" + noPreemptBench, "-test.benchmem"},
-		Env:    []string{"A=1", "GODEBUG=asyncpreemptoff=1"},
-		Prefix: noSignalPrefix}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("noPreemptStep (-want +got):\n%s", diff)
-	}
-	if in.Env[0] != "A=1" || len(in.Env) != 1 || len(in.Argv) != 6 {
-		t.Errorf("noPreemptStep changed its input: %+v", in)
-	}
-}
-
 // TestBenchPairsFlag: -benchpairs keeps only the matching tool pairs, and
 // any flag that leaves part of make bench out keeps its tables unwritten.
 func TestBenchPairsFlag(t *testing.T) {
@@ -229,9 +203,8 @@ func TestBenchPairsFlag(t *testing.T) {
 		*flagBenchPairs, *flagBenchMicro, *flagBenchTools = p, m, tools
 	}(*flagBenchPairs, *flagBenchMicro, *flagBenchTools)
 	tests := func() map[string]int {
-		port := 0
 		n := map[string]int{}
-		for _, s := range toolSteps(&port, "/lib", func(string) string { return "" }) {
+		for _, s := range toolSteps("/lib", func(string) string { return "" }) {
 			n[strings.Fields(s.Name)[1]]++
 		}
 		return n
@@ -252,63 +225,34 @@ func TestBenchPairsFlag(t *testing.T) {
 	if !partialBench() {
 		t.Error("partialBench false with -benchpairs")
 	}
-	// -benchlatiters lengthens the latency pairs' runs, and only theirs.
+	if table := parseBench(benchConsole).toolTable(); strings.Contains(table, "send_lat") || !strings.Contains(table, "rc_pingpong") {
+		t.Errorf("-benchpairs=^pingpong$: the tool table has other pairs' rows, or not its own:\n%s", table)
+	}
+	// Each pair's runs have its length, and each server a port of its own.
 	*flagBenchPairs = ""
-	iters := func() map[string]string {
-		m := map[string]string{}
-		for _, s := range toolSteps(new(int), "/lib", func(string) string { return "" }) {
-			if i := slices.Index(s.Argv, "-n"); i >= 0 && strings.HasSuffix(s.Name, "client") {
-				m[strings.Fields(s.Name)[1]+" "+strings.Fields(s.Name)[2]] = s.Argv[i+1]
-			}
-		}
-		return m
-	}
-	before := iters()
-	defer func(v int) { *flagBenchLatIters = v }(*flagBenchLatIters)
-	*flagBenchLatIters = 5000
-	lat := 0
-	for k, v := range iters() {
-		want := before[k]
-		if strings.Contains(k, "_lat ") {
-			if want != strconv.Itoa(latIters) {
-				t.Errorf("%s runs %s iterations by default, want %d", k, want, latIters)
-			}
-			want = "5000"
-			lat++
-		}
-		if v != want {
-			t.Errorf("-benchlatiters=5000: %s runs %s iterations, want %s", k, v, want)
-		}
-	}
-	if lat == 0 || len(before) <= lat {
-		t.Errorf("tool clients: %v; want latency runs and others", before)
-	}
-	if !partialBench() {
-		t.Error("partialBench false with -benchlatiters")
-	}
-	*flagBenchLatIters = 0
-	// -benchbwiters and -benchppiters do the same for the bandwidth pairs
-	// and the ping-pong.
-	defer func(b, p int) { *flagBenchBwIters, *flagBenchPpIters = b, p }(*flagBenchBwIters, *flagBenchPpIters)
-	*flagBenchBwIters, *flagBenchPpIters = 7000, 9000
-	for k, v := range iters() {
-		want := before[k]
+	ports := map[string]bool{}
+	for _, s := range toolSteps("/lib", func(string) string { return "" }) {
+		test := strings.Fields(s.Name)[1]
+		want := strconv.Itoa(bwIters)
 		switch {
-		case strings.Contains(k, "_bw "):
-			want = "7000"
-		case strings.HasPrefix(k, "pingpong "):
-			want = "9000"
+		case strings.HasSuffix(test, "_lat"):
+			want = strconv.Itoa(latIters)
+		case test == "pingpong":
+			want = strconv.Itoa(pingpongIters)
 		}
-		if v != want {
-			t.Errorf("-benchbwiters=7000 -benchppiters=9000: %s runs %s iterations, want %s", k, v, want)
+		if i := slices.Index(s.Argv, "-n"); i < 0 || s.Argv[i+1] != want {
+			t.Errorf("%s: %v, want -n %s", s.Name, s.Argv, want)
+		}
+		if s.Background {
+			p := s.Argv[slices.Index(s.Argv, "-p")+1]
+			if ports[p] {
+				t.Errorf("%s: port %s taken before", s.Name, p)
+			}
+			ports[p] = true
 		}
 	}
-	if !partialBench() {
-		t.Error("partialBench false with -benchbwiters and -benchppiters")
-	}
-	*flagBenchBwIters, *flagBenchPpIters = 0, 0
 	*flagBenchPairs, *flagBenchMicro = "", 0
-	if !partialBench() || len(benchSteps(nil, true, "/lib")) != len(toolSteps(new(int), "/lib", func(string) string { return "" })) {
+	if !partialBench() || len(benchSteps(nil, true, "/lib")) != len(toolSteps("/lib", func(string) string { return "" })) {
 		t.Error("-benchmicro=0 should leave only the tool pairs, and their tables unwritten")
 	}
 	*flagBenchMicro, *flagBenchTools = 3, false
@@ -338,151 +282,5 @@ func TestBenchPairsFlag(t *testing.T) {
 	*flagBenchMicro, *flagQemuIcount = 3, -1
 	if fullCount() {
 		t.Error("fullCount true without -qemuicount")
-	}
-}
-
-// TestBenchMicroKProf: -benchmicrokprof adds, per -benchmicrokprofx count,
-// one profiled run of the matching Go benchmarks and one of cbench, each
-// under -benchmicrowrap and with -benchkprobes' probes.
-func TestBenchMicroKProf(t *testing.T) {
-	defer func(re, x, wrap, probes string, micro int, tools bool) {
-		*flagBenchMicroKProf, *flagBenchMicroKProfX, *flagBenchMicroWrap, *flagBenchKProbes = re, x, wrap, probes
-		*flagBenchMicro, *flagBenchTools = micro, tools
-	}(*flagBenchMicroKProf, *flagBenchMicroKProfX, *flagBenchMicroWrap, *flagBenchKProbes, *flagBenchMicro, *flagBenchTools)
-	*flagBenchMicroKProf, *flagBenchMicroKProfX = "PostPoll", "3000,9000"
-	*flagBenchMicroWrap, *flagBenchKProbes = "/usr/bin/vg --tool=x", "f1,f2"
-	*flagBenchMicro, *flagBenchTools = 0, false
-	test := plan.Step{Name: "github.com/goverbs/goverbs/test/bench", Dir: "/t",
-		Argv: []string{"/t/bench.test", "-test.run=^$", "-test.bench=.", "-test.benchtime=100ms", "-test.cpuprofile=/tmp/p"}}
-	var got []plan.Step
-	for _, s := range benchSteps([]plan.Step{test}, true, "/lib") {
-		got = append(got, plan.Step{Name: s.Name, Argv: s.Argv, KProbes: s.KProbes, KProfileHz: s.KProfileHz})
-	}
-	wrap := []string{"/usr/bin/vg", "--tool=x"}
-	goArgv := func(n string) []string {
-		return append(slices.Clone(wrap), "/t/bench.test", "-test.run=^$", "-test.bench=^Benchmark(PostPoll)$", "-test.benchtime="+n+"x")
-	}
-	cArgv := func(n string) []string { return append(slices.Clone(wrap), benchGuestCBench, "rxe0", "PostPoll", n) }
-	probes := []string{"f1", "f2"}
-	want := []plan.Step{
-		{Name: "kprof gobench x3000", Argv: goArgv("3000"), KProbes: probes, KProfileHz: microKProfHz},
-		{Name: "kprof cbench x3000", Argv: cArgv("3000"), KProbes: probes, KProfileHz: microKProfHz},
-		{Name: "kprof gobench x9000", Argv: goArgv("9000"), KProbes: probes, KProfileHz: microKProfHz},
-		{Name: "kprof cbench x9000", Argv: cArgv("9000"), KProbes: probes, KProfileHz: microKProfHz},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("steps (-want +got):\n%s", diff)
-	}
-}
-
-// TestBenchPinFlag: -benchpin puts every tool pair's server on CPU 1 and
-// its client on CPU 0, rdma-core's and goverbs' alike; without it no step
-// has an affinity.
-func TestBenchPinFlag(t *testing.T) {
-	defer func(v bool) { *flagBenchPin = v }(*flagBenchPin)
-	for _, pin := range []bool{false, true} {
-		*flagBenchPin = pin
-		sides := map[string]bool{}
-		for _, s := range toolSteps(new(int), "/lib", func(string) string { return "" }) {
-			var want []int
-			switch {
-			case pin && strings.HasSuffix(s.Name, " server"):
-				want = []int{1}
-			case pin && strings.HasSuffix(s.Name, " client"):
-				want = []int{0}
-			}
-			if !slices.Equal(s.CPUs, want) {
-				t.Errorf("-benchpin=%v: %s runs on CPUs %v, want %v", pin, s.Name, s.CPUs, want)
-			}
-			sides[strings.Fields(s.Name)[2]] = true
-		}
-		if !sides["c"] || !sides["go"] {
-			t.Errorf("-benchpin=%v: tool steps of sides %v, want both", pin, sides)
-		}
-	}
-}
-
-// TestBenchTraceFlag: -benchtrace adds, per matching test and round, the
-// pair in both orders with each client traced into a file it copies out;
-// -benchtracegoenv sets its variable on the goverbs runs of odd rounds
-// only, -benchtracecidle preloads the idle thread into the rdma-core runs
-// of odd rounds only; the events are enabled on the kernel's command line.
-func TestBenchTraceFlag(t *testing.T) {
-	defer func(tr, env, prof string, rounds int, cidle bool) {
-		*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds, *flagBenchTraceCIdle = tr, env, prof, rounds, cidle
-	}(*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds, *flagBenchTraceCIdle)
-	*flagBenchTraceCIdle = true
-	*flagBenchTrace, *flagBenchProf = "", ""
-	if a := traceBootArgs(); a != "" {
-		t.Errorf("without -benchtrace the kernel gets %q, want nothing", a)
-	}
-	*flagBenchTrace, *flagBenchTraceGoEnv, *flagBenchProf, *flagBenchRounds = "send_lat", "GODEBUG=x=1", "/tmp/p", 2
-	if a := traceBootArgs(); !strings.Contains(a, " trace_event=sched:sched_switch,") {
-		t.Errorf("-benchtrace's kernel arguments %q enable no sched_switch", a)
-	}
-	var profiles []string
-	steps := traceSteps(new(int), "/lib", &profiles)
-	var got []string
-	for _, s := range steps {
-		if s.Background {
-			continue
-		}
-		if s.TraceOut == "" || len(s.Trace) == 0 || !slices.Contains(profiles, s.TraceOut) {
-			t.Errorf("%s: traced into %q (events %v), copied out: %v", s.Name, s.TraceOut, s.Trace, profiles)
-		}
-		if !slices.Contains(s.Argv, "20000") {
-			t.Errorf("%s: %v, want the tables' 20,000 iterations", s.Name, s.Argv)
-		}
-		side := strings.Fields(s.Name)[2]
-		if (side == "goenv") != slices.Contains(s.Env, "GODEBUG=x=1") ||
-			(side == "cidle") != slices.Contains(s.Env, "LD_PRELOAD="+benchGuestIdleThread) {
-			t.Errorf("%s: environment %v", s.Name, s.Env)
-		}
-		got = append(got, side)
-	}
-	want := []string{"c", "go", "go", "c", "cidle", "goenv", "goenv", "cidle"}
-	if !slices.Equal(got, want) {
-		t.Errorf("traced clients %v, want %v", got, want)
-	}
-	if len(steps) != 2*len(want) {
-		t.Errorf("%d steps, want a server and a client each: %d", len(steps), 2*len(want))
-	}
-}
-
-// TestBenchInterfere: each round of -benchinterfere runs the same victim
-// on CPU 0 alone, beside goverbs' poll loop and beside rdma-core's (each
-// on CPU 1), and beside /init tick at two rates on CPU 0, each load in
-// the background before its victim.
-func TestBenchInterfere(t *testing.T) {
-	defer func(v int) { *flagBenchInterfere = v }(*flagBenchInterfere)
-	*flagBenchInterfere = 2
-	gotest := plan.Step{Name: "./test/bench", Argv: []string{"/t/bench.test", "-test.bench=."}, Dir: "/t"}
-	steps := interfereSteps(gotest, "/lib")
-	if len(steps) != 2*9 {
-		t.Fatalf("%d steps, want 9 a round", len(steps))
-	}
-	for i, s := range steps {
-		switch {
-		case strings.Contains(s.Name, "victim"):
-			if !slices.Equal(s.CPUs, []int{0}) || s.Argv[0] != benchGuestCBench || s.Background {
-				t.Errorf("step %d %s: %v on CPUs %v", i, s.Name, s.Argv, s.CPUs)
-			}
-		case strings.Contains(s.Name, "aggressor"):
-			cpu := 1
-			if strings.Contains(s.Name, "tick") {
-				cpu = 0
-				if s.Argv[0] != "/init" || s.Argv[1] != "tick" {
-					t.Errorf("step %d %s: %v", i, s.Name, s.Argv)
-				}
-			}
-			if !slices.Equal(s.CPUs, []int{cpu}) || !s.Background || !strings.Contains(steps[i+1].Name, "victim") {
-				t.Errorf("step %d %s: on CPUs %v, background %v, before %s", i, s.Name, s.CPUs, s.Background, steps[i+1].Name)
-			}
-		default:
-			t.Errorf("step %d: %s", i, s.Name)
-		}
-	}
-	if steps[1].Argv[0] != "/t/bench.test" || !slices.Contains(steps[1].Argv, "-test.bench=^BenchmarkPollEmpty$") {
-		t.Errorf("goverbs' loop: %v", steps[1].Argv)
 	}
 }

@@ -205,21 +205,11 @@ func TestMatrix(t *testing.T) {
 }
 
 // TestQemuCPU: the timed runs take protection keys out of the emulated
-// CPU (docs/PERFORMANCE.md, "The preemption signal"); every other run
-// boots the model the brief's recipe names; -qemucpu overrides both.
+// CPU (qemuCPU says why); every other run boots QEMU's richest model.
 func TestQemuCPU(t *testing.T) {
-	defer func(v string) { *flagQemuCPU = v }(*flagQemuCPU)
-	for _, c := range []struct{ flag, mode, want string }{
-		{"", "test", "max"},
-		{"", "demo", "max"},
-		{"", "selftest", "max"},
-		{"", "bench", "max,-pku"},
-		{"max", "bench", "max"},
-		{"max,-pku", "test", "max,-pku"},
-	} {
-		*flagQemuCPU = c.flag
-		if got := qemuCPU(c.mode); got != c.want {
-			t.Errorf("-qemucpu=%q, mode %s: -cpu %q, want %q", c.flag, c.mode, got, c.want)
+	for mode, want := range map[string]string{"test": "max", "demo": "max", "selftest": "max", "bench": "max,-pku"} {
+		if got := qemuCPU(mode); got != want {
+			t.Errorf("mode %s: -cpu %q, want %q", mode, got, want)
 		}
 	}
 	_, args, err := qemuArgs("amd64", "max,-pku", "k", "i")
@@ -232,7 +222,7 @@ func TestQemuCPU(t *testing.T) {
 }
 
 // TestQemuIcount: -qemuicount=N boots one vCPU whose clock counts
-// instructions (docs/PERFORMANCE.md, "Counting instructions"); -1, the
+// instructions (docs/PERFORMANCE.md); -1, the
 // default, leaves QEMU timing as it does.
 func TestQemuIcount(t *testing.T) {
 	defer func(v int) { *flagQemuIcount = v }(*flagQemuIcount)

@@ -34,7 +34,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,20 +42,19 @@ import (
 )
 
 var (
-	flagKernel    = flag.String("kernel", "6.1,6.12", "kernel series to boot, comma-separated (6.1, 6.12)")
-	flagArch      = flag.String("arch", "amd64", "guest architectures, comma-separated (amd64, arm64)")
-	flagVMs       = flag.String("vms", "", "exact kernel/arch pairs to boot, comma-separated (6.1/amd64,6.1/arm64); overrides -kernel and -arch")
-	flagRun       = flag.String("run", "", "run only tests matching this regular expression (go test -run)")
-	flagCount     = flag.Int("count", 1, "test mode: run each test this many times (go test -count), for finding a test that fails only now and then")
-	flagPkg       = flag.String("pkg", "./...", "packages whose tests run in the VM, comma-separated patterns")
-	flagTimeout   = flag.Duration("timeout", 15*time.Minute, "time limit for one VM, boot included; bench mode: 30m unless given")
-	flagKeep      = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
-	flagQuiet     = flag.Bool("q", false, "do not pass -test.v to the test binaries")
-	flagNoRDMA    = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
-	flagBenchT    = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
-	flagEnv       = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
-	flagGuestPkgs = flag.String("guestpkgs", "", "more Debian `packages` (comma-separated) for the guest, with the libraries they need (valgrind, say, for -benchmicrowrap)")
-	flagRace      = flag.Bool("race", false, "test mode: build the test binaries with the race detector (CGO_ENABLED=1 for them only; the host's loader and libc go into the guest); guests of another architecture than the host's run without it")
+	flagKernel  = flag.String("kernel", "6.1,6.12", "kernel series to boot, comma-separated (6.1, 6.12)")
+	flagArch    = flag.String("arch", "amd64", "guest architectures, comma-separated (amd64, arm64)")
+	flagVMs     = flag.String("vms", "", "exact kernel/arch pairs to boot, comma-separated (6.1/amd64,6.1/arm64); overrides -kernel and -arch")
+	flagRun     = flag.String("run", "", "run only tests matching this regular expression (go test -run); bench mode: only the Go benchmarks matching it (go test -bench), and no tables written")
+	flagCount   = flag.Int("count", 1, "test mode: run each test this many times (go test -count), for finding a test that fails only now and then")
+	flagPkg     = flag.String("pkg", "./...", "packages whose tests run in the VM, comma-separated patterns")
+	flagTimeout = flag.Duration("timeout", 15*time.Minute, "time limit for one VM, boot included; bench mode: 30m unless given")
+	flagKeep    = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
+	flagQuiet   = flag.Bool("q", false, "do not pass -test.v to the test binaries")
+	flagNoRDMA  = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
+	flagBenchT  = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
+	flagEnv     = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
+	flagRace    = flag.Bool("race", false, "test mode: build the test binaries with the race detector (CGO_ENABLED=1 for them only; the host's loader and libc go into the guest); guests of another architecture than the host's run without it")
 )
 
 // guestPackages are Debian packages put into every guest: rdma-core's
@@ -82,15 +80,9 @@ func main() {
 		os.Exit(2)
 	}
 	benchTimeout(mode)
-	if *flagBenchTrace != "" && *flagBenchProf == "" {
-		logf("-benchtrace needs -benchprofile: the traces are written there")
+	if _, err := regexp.Compile(*flagBenchPairs); err != nil {
+		logf("-benchpairs: %v", err)
 		os.Exit(2)
-	}
-	for name, re := range map[string]string{"benchkprof": *flagBenchKProf, "benchpairs": *flagBenchPairs, "benchmicrokprof": *flagBenchMicroKProf, "benchtrace": *flagBenchTrace} {
-		if _, err := regexp.Compile(re); err != nil {
-			logf("-%s: %v", name, err)
-			os.Exit(2)
-		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -101,8 +93,8 @@ func main() {
 }
 
 // benchTimeout gives a bench-mode VM 30 minutes unless -timeout was
-// given: a full 6.12 bench VM took 10.5 and 12.5 minutes on a loaded
-// host, close to the default limit of 15, which suits the test runs.
+// given: a full 6.12 bench VM takes 10 to 13 minutes on a loaded host,
+// close to the limit of 15 that suits the test runs.
 func benchTimeout(mode string) {
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "timeout" })
@@ -257,7 +249,7 @@ func harness(ctx context.Context, mode string) error {
 			}
 			cpu := qemuCPU(mode)
 			if arch != "amd64" {
-				cpu = "max" // -qemucpu is for amd64 guests only
+				cpu = "max,pauth-impdef=on" // what qemuArgs boots an arm64 guest with
 			}
 			logf("%s: booting Linux %s (TCG, %s, -cpu %s)", name, k.Release, arch, cpu)
 			res, err := boot(ctx, arch, cpu, k.Image, initrd, *flagTimeout, os.Stdout, "["+name+"] ")
@@ -354,7 +346,6 @@ type guest struct {
 	tests   []testBin
 	tool    string   // cmd/goverbs, for the demo
 	cbench  string   // test/bench/testdata/cbench.c, built for bench mode, or ""
-	idle    string   // test/bench/testdata/idlethread.c, built for -benchtracecidle, or ""
 	pkgDirs []string // unpacked Debian packages
 	// hostLibs are host files (the dynamic loader, libc) that go into the
 	// guest at the same paths, after the packages': for -race binaries.
@@ -373,7 +364,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		return nil, err
 	}
 	g := &guest{arch: arch, init: filepath.Join(dir, "init")}
-	pkgs, err := a.closure(ctx, append(slices.Clone(guestPackages), splitList(*flagGuestPkgs)...), debArch(arch))
+	pkgs, err := a.closure(ctx, guestPackages, debArch(arch))
 	if err != nil {
 		return nil, err
 	}
@@ -478,9 +469,6 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		}
 		if mode == "bench" {
 			g.cbench = buildCBench(ctx, a, root, dir, arch, g.pkgDirs)
-			if *flagBenchTraceCIdle && g.cbench != "" {
-				g.idle = buildIdleThread(ctx, root, dir, arch)
-			}
 			p.Steps = benchSteps(p.Steps, g.cbench != "", libPath)
 		}
 	}
@@ -639,9 +627,6 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 	}
 	if g.cbench != "" {
 		c.HostFile(benchGuestCBench, g.cbench, 0o755)
-	}
-	if g.idle != "" {
-		c.HostFile(benchGuestIdleThread, g.idle, 0o755)
 	}
 	for _, t := range g.tests {
 		c.HostFile(t.GuestPath(), t.Host, 0o755)

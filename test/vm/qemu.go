@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -37,27 +36,19 @@ type stepResult struct {
 	Took string
 }
 
-var flagQemuCPU = flag.String("qemucpu", "", "amd64 guests: QEMU's -cpu value; empty means max, or max,-pku in bench mode (docs/PERFORMANCE.md says why)")
-
-// qemuCPU is the -cpu value for an amd64 guest in mode: -qemucpu's, or by
-// default QEMU's richest model, less protection keys (PKU) when timing.
-// QEMU's TCG empties its whole emulated TLB whenever the guest changes
-// the protection-key register (WRPKRU, or an XRSTOR that loads it), and
-// Linux changes it while it delivers a signal (about two flushes a
-// signal, by QEMU's counters): a cost real CPUs
-// do not have, which falls on the Go runtime's preemption signal and not
-// on a C program, which gets no signals.
+// qemuCPU is the -cpu value for an amd64 guest in mode: QEMU's richest
+// model, less protection keys (PKU) when timing, because TCG empties its
+// whole emulated TLB whenever Linux writes the protection-key register
+// while it delivers a signal, a cost no real CPU has that falls on the Go
+// runtime's preemption signal and on no C program.
 func qemuCPU(mode string) string {
-	switch {
-	case *flagQemuCPU != "":
-		return *flagQemuCPU
-	case mode == "bench":
+	if mode == "bench" {
 		return "max,-pku"
 	}
 	return "max"
 }
 
-var flagQemuIcount = flag.Int("qemuicount", -1, "count instructions instead of timing: QEMU's -icount shift=N (every guest instruction advances the guest's clock by 2^N ns), so timings in the guest become instruction counts, the same in every run; -1: off (docs/PERFORMANCE.md, \"Counting instructions\")")
+var flagQemuIcount = flag.Int("qemuicount", -1, "count instructions instead of timing: QEMU's -icount shift=N (every guest instruction advances the guest's clock by 2^N ns), so timings in the guest become instruction counts, the same in every run; -1: off (docs/PERFORMANCE.md)")
 
 // icountArgs returns QEMU's -icount option for -qemuicount, or nothing.
 // With it the guest's clock runs on the instructions executed, not the
@@ -77,8 +68,8 @@ func icountArgs(shift int) []string {
 func qemuArgs(arch, cpu, kernel, initrd string) (string, []string, error) {
 	smp := strconv.Itoa(min(2, runtime.NumCPU())) // never more vCPUs than host cores
 	if *flagQemuIcount >= 0 {
-		// One vCPU: QEMU runs counted vCPUs in turn on one host thread, and
-		// with two the 6.1 guest made no progress in ten minutes of boot.
+		// One vCPU: QEMU runs counted vCPUs in turn on one host thread, on
+		// which a guest with two makes no progress in its boot.
 		smp = "1"
 	}
 	common := append([]string{"-accel", "tcg", "-smp", smp, "-m", "1024",
@@ -87,12 +78,12 @@ func qemuArgs(arch, cpu, kernel, initrd string) (string, []string, error) {
 	switch arch {
 	case "amd64":
 		return "qemu-system-x86_64", append([]string{"-cpu", cpu}, append(common,
-			"-append", "console=ttyS0 panic=-1 tsc=reliable quiet"+traceBootArgs())...), nil
+			"-append", "console=ttyS0 panic=-1 tsc=reliable quiet")...), nil
 	case "arm64":
 		// pauth-impdef: an implementation-defined pointer-auth hash, much
 		// cheaper to emulate than the architected QARMA.
 		return "qemu-system-aarch64", append([]string{"-M", "virt", "-cpu", "max,pauth-impdef=on"}, append(common,
-			"-append", "console=ttyAMA0 panic=-1 quiet"+traceBootArgs())...), nil
+			"-append", "console=ttyAMA0 panic=-1 quiet")...), nil
 	}
 	return "", nil, fmt.Errorf("unsupported guest architecture %q (have amd64, arm64)", arch)
 }
@@ -103,18 +94,6 @@ func boot(ctx context.Context, arch, cpu, kernel, initrd string, limit time.Dura
 	bin, args, err := qemuArgs(arch, cpu, kernel, initrd)
 	if err != nil {
 		return nil, err
-	}
-	var qs *qemuStats
-	if *flagQemuStats {
-		dir, err := os.MkdirTemp("", "goverbs-qemu-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		var monitor []string
-		qs, monitor = newQemuStats(dir)
-		defer qs.close()
-		args = append(args, monitor...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -141,12 +120,6 @@ func boot(ctx context.Context, arch, cpu, kernel, initrd string, limit time.Dura
 			fmt.Fprintf(log, "%s%s\n", prefix, line)
 		}
 		res.Console = append(res.Console, line)
-		if qs != nil {
-			if st := qs.line(line); st != "" {
-				fmt.Fprintf(log, "%s%s\n", prefix, st)
-				res.Console = append(res.Console, st)
-			}
-		}
 		if strings.TrimSpace(line) != "" {
 			last = line
 		}

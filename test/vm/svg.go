@@ -195,10 +195,6 @@ func ratioPanel(d *svgDoc, r *benchResult, x, y, w, h float64) {
 		"PostPoll": "post+poll", "PostSend": "PostSend/WR", "PostRecv": "PostRecv/WR",
 		"PollDrainSingle/batch=1": "1-thread CQ, 1", "PollDrainSingle/batch=16": "1-thread CQ, 16",
 		"PollDrainSingle/batch=64": "1-thread CQ, 64",
-
-		"PollDrain/batch=1" + noSignalSuffix: "no signal, 1", "PollDrain/batch=16" + noSignalSuffix: "no signal, 16",
-		"PollDrain/batch=64" + noSignalSuffix: "no signal, 64", "PollDrainSingle/batch=1" + noSignalSuffix: "1-thr., no sig., 1",
-		"PollDrainSingle/batch=16" + noSignalSuffix: "1-thr., no sig., 16", "PollDrainSingle/batch=64" + noSignalSuffix: "1-thr., no sig., 64",
 	}
 	top := y + 22
 	left := x + 112

@@ -25,14 +25,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <pthread.h>
-#include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -49,20 +46,6 @@ static struct ibv_qp *qa, *qb;
 static struct ibv_mr *mr;
 static char *buf;
 static union ibv_gid gid;
-
-/* only, if set (the second argument), is an extended regular expression:
- * only the benchmarks whose names it matches run (as -test.bench). */
-static regex_t only;
-static int filtered;
-
-/* fixed, if set (the third argument), is how many iterations timed runs,
- * once, instead of growing them to TARGET_NS. */
-static long fixed;
-
-static int wanted(const char *name)
-{
-	return !filtered || regexec(&only, name, 0, NULL, 0) == 0;
-}
 
 static void die(const char *what, int err)
 {
@@ -221,12 +204,6 @@ static void report(const char *name, long iters, double value, const char *unit)
  */
 static void timed(const char *name, double (*fn)(long), const char *unit)
 {
-	if (!wanted(name))
-		return;
-	if (fixed) {
-		report(name, fixed, fn(fixed) / (double)fixed, unit);
-		return;
-	}
 	long n = 1;
 	for (;;) {
 		double t = fn(n);
@@ -276,8 +253,6 @@ static void poll_drain(int batch)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "PollDrain/batch=%d", batch);
-	if (!wanted(name) && !wanted("PollDrain"))
-		return;
 	struct ibv_send_wr wrs[256];
 	struct ibv_sge sges[256];
 	writes(wrs, sges, 256);
@@ -364,8 +339,6 @@ static double post_poll(long n)
  * outside the timer. */
 static void post_send_bench(void)
 {
-	if (!wanted("PostSend"))
-		return;
 	struct ibv_send_wr wrs[32];
 	struct ibv_sge sges[32];
 	writes(wrs, sges, 32);
@@ -410,37 +383,8 @@ static double post_recv(long n)
 	return took + now_ns() - t0;
 }
 
-/* idle is the thread CBENCH_IDLE_THREAD=1 starts: it sleeps for good. */
-static void *idle(void *arg)
-{
-	(void)arg;
-	for (;;)
-		pause();
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
-	/* CBENCH_IDLE_THREAD=1 starts one idle thread first, so that the
-	 * process is multithreaded as every Go program is: the kernel then
-	 * takes its paths for a shared file table (fdget takes a reference
-	 * on each system call's file), which a single-threaded C process
-	 * skips. */
-	if (getenv("CBENCH_IDLE_THREAD")) {
-		pthread_t t;
-		int err = pthread_create(&t, NULL, idle, NULL);
-		if (err)
-			die("pthread_create", err);
-	}
-	if (argc > 2) {
-		char re[256];
-		snprintf(re, sizeof(re), "^(%s)$", argv[2]);
-		if (regcomp(&only, re, REG_EXTENDED | REG_NOSUB))
-			die("regcomp", EINVAL);
-		filtered = 1;
-	}
-	if (argc > 3 && (fixed = atol(argv[3])) <= 0)
-		die("iterations", EINVAL);
 	setup(argc > 1 ? argv[1] : "rxe0");
 	timed("PollEmpty", poll_empty, "ns/op");
 	poll_drain(1);

@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,11 +46,6 @@ func main() {
 		// Run as a step: print files for the host to take out (profiles).
 		if len(os.Args) > 1 && os.Args[1] == "dump" {
 			os.Exit(dump(os.Args[2:]))
-		}
-		// Run as a step: wake every PERIOD for DURATION (a load for the
-		// benchmarks' -benchinterfere).
-		if len(os.Args) == 4 && os.Args[1] == "tick" {
-			os.Exit(tick(os.Args[2], os.Args[3]))
 		}
 		fmt.Fprintln(os.Stderr, "guest: this is the VM harness's /init; it runs as PID 1 only")
 		os.Exit(2)
@@ -122,35 +116,6 @@ func run() int {
 		}
 	}
 	return rc
-}
-
-// startOn starts cmd with its affinity set to cpus (all CPUs if none):
-// the child inherits the mask of the thread that forks it, so that thread
-// takes the mask for the start, and its own back after.
-func startOn(cmd *exec.Cmd, cpus []int) error {
-	if len(cpus) == 0 {
-		return cmd.Start()
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("sched_setaffinity %v: %w", cpus, err)
-	}
-	err := cmd.Start()
-	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
-		// It never failed to set the same mask a moment ago; if it
-		// does, a later step started from this thread may inherit the
-		// narrower mask: say so in the log, where a benchmark is read.
-		fmt.Printf("init: affinity of /init's thread not restored (later steps may run on CPUs %v): %v\n", cpus, rerr)
-	}
-	return err
 }
 
 func mountAll() error {
@@ -277,46 +242,9 @@ func step(p *plan.Plan, s plan.Step) int {
 	if s.Counters != "" {
 		before = readCounters(s.Counters)
 	}
-	var kp *kprof
-	if s.KProfileHz > 0 {
-		var err error
-		if kp, err = startKProf(s.KProfileHz); err != nil {
-			fmt.Printf("init: %s: no kernel profile: %v\n", s.Name, err)
-		}
-	}
-	var kpr *kprobes
-	if len(s.KProbes) > 0 {
-		var err error
-		if kpr, err = startKProbes(s.KProbes); err != nil {
-			fmt.Printf("init: %s: no kprobes: %v\n", s.Name, err)
-		}
-	}
-	var tr *trace
-	if len(s.Trace) > 0 && s.TraceOut != "" {
-		var err error
-		if tr, err = startTrace(s.Trace); err != nil {
-			fmt.Printf("init: %s: no trace: %v\n", s.Name, err)
-		}
-	}
 	start := time.Now()
-	err := startOn(cmd, s.CPUs)
-	if err == nil {
-		err = cmd.Wait()
-	}
+	err := cmd.Run()
 	took := time.Since(start).Round(time.Millisecond)
-	if tr != nil {
-		tr.stop(s.Name, s.TraceOut)
-	}
-	if kpr != nil {
-		kpr.stop(s.Name)
-	}
-	if kp != nil {
-		pid := 0
-		if cmd.Process != nil {
-			pid = cmd.Process.Pid
-		}
-		kp.stop(s.Name, pid, s.KProfileOut)
-	}
 	if s.Counters != "" {
 		printCounters(s.Name, before, readCounters(s.Counters))
 	}
@@ -430,30 +358,6 @@ func dumpKernelLog(n int) {
 	for _, l := range lines {
 		fmt.Println("  dmesg:", l)
 	}
-}
-
-// tick sleeps period at a time, on one thread, until duration has passed,
-// and prints how many times it woke: another process's thread that wakes
-// at a steady rate on a CPU, switching the CPU's address space each time.
-func tick(period, duration string) int {
-	p, err1 := time.ParseDuration(period)
-	d, err2 := time.ParseDuration(duration)
-	err := errors.Join(err1, err2)
-	if err == nil && p <= 0 {
-		err = fmt.Errorf("period %v: not positive", p)
-	}
-	if err != nil {
-		fmt.Println("init: tick PERIOD DURATION:", err)
-		return 2
-	}
-	runtime.LockOSThread()
-	ts := unix.NsecToTimespec(p.Nanoseconds())
-	n := 0
-	for start := time.Now(); time.Since(start) < d; n++ {
-		_ = unix.Nanosleep(&ts, nil)
-	}
-	fmt.Printf("tick: woke %d times in %v\n", n, d)
-	return 0
 }
 
 // dump prints each file on the console as plan.MarkFile lines: the VM

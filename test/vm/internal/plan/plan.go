@@ -81,24 +81,4 @@ type Step struct {
 	// whether two tools moving the same data made the device do the same
 	// work (packets, retries, RNR NAKs).
 	Counters string
-	// KProfileHz, if set, samples the kernel on every CPU at this rate
-	// over the step (perf_event_open, system-wide, with call chains), and
-	// /init prints where the time went: by process, by kernel function.
-	KProfileHz int
-	// KProfileOut, if set, is where /init writes that profile's samples as
-	// folded stacks ("process;outer;…;inner count", flame graph input).
-	KProfileOut string
-	// KProbes, if set, are kernel functions /init counts the calls of
-	// over the step (a kprobe on each, every process's calls), printing
-	// each count after it.
-	KProbes []string
-	// CPUs, if set, are the only CPUs the step's process and all its
-	// threads may run on (its affinity, set before it starts): the
-	// benchmarks put a tool's server and client on CPUs of their own.
-	CPUs []int
-	// Trace, if set, are tracefs events ("sched/sched_switch") /init
-	// records on every CPU over the step, with a clock the CPUs share,
-	// writing the trace's text, gzipped, to TraceOut.
-	Trace    []string
-	TraceOut string
 }
