@@ -2,13 +2,13 @@ package cq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
+
+	"github.com/goverbs/goverbs/internal/fdturn"
 )
 
 // Channel is a completion channel (ibv_comp_channel): a file descriptor
@@ -41,7 +41,6 @@ type Channel struct {
 	// Waits park, the watch stays and costs nothing per Wait; while
 	// events come before the Waits, the runtime does not hear of them.
 	ep        *os.File
-	eprc      syscall.RawConn
 	readFn    func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
 	unwatchFn func(epfd uintptr)      // = ch.unwatch
 
@@ -50,10 +49,10 @@ type Channel struct {
 	closed atomic.Bool    // set by Close under mu; read with or without it
 	table  map[uint64]*CQ // guarded by mu: event handle -> CQ
 
-	// turn is held by whoever reads the fd: its holder owns ep's read
-	// deadline and the fields below. Close takes it before it closes the
-	// fd, so the fd outlives every read.
-	turn     turnLock
+	// rd waits on ep. Its turn is held by whoever reads the fd: the
+	// holder owns ep's read deadline and the fields below. Close takes it
+	// before it closes the fd, so the fd outlives every read.
+	rd       fdturn.Reader
 	pending  [64]uint64 // handles read from the fd, not yet delivered (a power of two: a ring)
 	head, n  int
 	rbuf     [8]byte // struct ib_uverbs_comp_event_desc
@@ -63,10 +62,6 @@ type Channel struct {
 	lastRead int  // events the last read pass took
 	watched  bool // fd is in ep
 	parked   bool // this park's callback found nothing and parked
-	// kicked is set by a cancelled Wait's context, just before it moves
-	// ep's read deadline into the past: the next park clears the deadline
-	// only then, not on every park.
-	kicked atomic.Bool
 }
 
 // errNoEvent is what TryWait returns when no event is queued: built once,
@@ -76,9 +71,6 @@ var errNoEvent = &OpError{Op: "get cq event", Err: syscall.EAGAIN}
 // ErrNoEvent is returned by TryWait when no event is queued; it wraps
 // EAGAIN.
 var ErrNoEvent error = errNoEvent
-
-// aLongTimeAgo is a read deadline in the past: it wakes a parked Wait.
-var aLongTimeAgo = time.Unix(1, 0)
 
 // NewChannel wraps fd, a completion channel the kernel created for device
 // dev, and takes ownership of it. uverbs.Context.NewCompChannel calls it;
@@ -93,7 +85,7 @@ func NewChannel(fd int, dev string) (*Channel, error) {
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
 	ch := &Channel{dev: dev, fd: fd, f: os.NewFile(uintptr(fd), dev+"-comp-channel"),
-		table: map[uint64]*CQ{}, turn: newTurnLock()}
+		table: map[uint64]*CQ{}}
 	if err := setNonblock(fd, true); err != nil {
 		ch.f.Close()
 		return nil, &OpError{Op: op, Device: dev, Err: err}
@@ -109,11 +101,7 @@ func NewChannel(fd int, dev string) (*Channel, error) {
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
 	ch.ep = os.NewFile(uintptr(epfd), dev+"-comp-channel-epoll")
-	ch.eprc, err = ch.ep.SyscallConn()
-	if err == nil {
-		err = ch.ep.SetReadDeadline(time.Time{}) // fails if it is not on the poller
-	}
-	if err != nil {
+	if err = ch.rd.Init(ch.ep); err != nil {
 		ch.ep.Close()
 		ch.f.Close()
 		return nil, &OpError{Op: op, Device: dev, Err: err}
@@ -172,12 +160,12 @@ func (ch *Channel) Close() error {
 	}
 	ch.closed.Store(true)
 	ch.mu.Unlock()
-	err := ch.ep.Close()                   // wakes a parked Wait, which then gives up its turn
-	_ = ch.turn.lock(context.Background()) // no Wait or TryWait is reading the fd now
+	err := ch.ep.Close()                 // wakes a parked Wait, which then gives up its turn
+	_ = ch.rd.Lock(context.Background()) // no Wait or TryWait is reading the fd now
 	if ferr := ch.f.Close(); err == nil {
 		err = ferr
 	}
-	ch.turn.unlock()
+	ch.rd.Unlock()
 	if err != nil {
 		return &OpError{Op: op, Device: ch.dev, Err: err}
 	}
@@ -203,10 +191,10 @@ func (ch *Channel) isClosed() bool { return ch.closed.Load() }
 // device was removed under it (the kernel closed the channel's queue).
 func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	const op = "get cq event"
-	if err := ch.turn.lock(ctx); err != nil {
+	if err := ch.rd.Lock(ctx); err != nil {
 		return nil, &OpError{Op: op, Device: ch.dev, Err: err}
 	}
-	defer ch.turn.unlock()
+	defer ch.rd.Unlock()
 	for {
 		if c := ch.next(); c != nil {
 			return c, nil
@@ -224,7 +212,7 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 			// deliver it without the pending buffer (empty here). On a
 			// switch to parking that is one read(2) more, once.
 			ch.readErr = nil
-			h, ok := ch.readOne() // turn keeps Close from closing the fd under it
+			h, ok := ch.readOne() // the turn keeps Close from closing the fd under it
 			if ok {
 				if c := ch.deliver(h); c != nil {
 					return c, nil
@@ -242,7 +230,7 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 }
 
 // park reads the fd, parking on the poller until at least one event came
-// or ctx ends. The caller holds turn.
+// or ctx ends. The caller holds the turn.
 //
 // It reads first; only when nothing is queued does it put the fd into ep
 // (level-triggered: an event queued in between makes ep ready at once)
@@ -250,25 +238,8 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 // park that an event ended, and takes it away when the read found an
 // event without parking, or when the wait ended otherwise.
 func (ch *Channel) park(ctx context.Context) error {
-	if ch.kicked.Load() { // a cancelled Wait left the deadline in the past
-		ch.kicked.Store(false)
-		_ = ch.ep.SetReadDeadline(time.Time{})
-	}
-	if ctx.Done() != nil { // context.Background allocates nothing here
-		kicked := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			ch.kicked.Store(true)
-			_ = ch.ep.SetReadDeadline(aLongTimeAgo)
-			close(kicked)
-		})
-		defer func() {
-			if !stop() {
-				<-kicked // let it finish before the next wait clears the deadline
-			}
-		}()
-	}
 	ch.readErr = nil
-	err := ch.eprc.Read(ch.readFn) // the callback reads before parking
+	err := ch.rd.Wait(ctx, ch.readFn) // the callback reads before parking
 	if ch.watched && (err != nil || !ch.parked) {
 		ch.unwatchNow()
 	}
@@ -278,8 +249,8 @@ func (ch *Channel) park(ctx context.Context) error {
 		return ch.readErr
 	case ch.isClosed():
 		return ErrClosed // the runtime's "use of closed file" is not ErrClosed
-	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
-		return ctx.Err()
+	case err == ctx.Err(): // the wait's context ended it
+		return err
 	}
 	// The poller failed without reading. The fd itself may say why.
 	ch.readEvents(len(ch.pending))
@@ -297,10 +268,10 @@ func (ch *Channel) park(ctx context.Context) error {
 // allocates nothing.
 func (ch *Channel) TryWait() (*CQ, error) {
 	const op = "get cq event"
-	if !ch.turn.tryLock() {
+	if !ch.rd.TryLock() {
 		return nil, errNoEvent // a Wait is reading: it will take what is queued
 	}
-	defer ch.turn.unlock()
+	defer ch.rd.Unlock()
 	for {
 		if c := ch.next(); c != nil {
 			return c, nil
@@ -312,7 +283,7 @@ func (ch *Channel) TryWait() (*CQ, error) {
 			ch.unwatchNow() // a caller that does not park: its events need not wake the poller
 		}
 		ch.readErr = nil
-		ch.readEvents(1) // turn keeps Close from closing the fd under it
+		ch.readEvents(1) // the turn keeps Close from closing the fd under it
 		if ch.readErr != nil {
 			return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
 		}
@@ -323,7 +294,7 @@ func (ch *Channel) TryWait() (*CQ, error) {
 }
 
 // next delivers the oldest pending event whose CQ still exists, counting
-// it as read for that CQ. The caller holds turn.
+// it as read for that CQ. The caller holds the turn.
 func (ch *Channel) next() *CQ {
 	for ch.n > 0 {
 		h := ch.pending[ch.head]
@@ -338,7 +309,7 @@ func (ch *Channel) next() *CQ {
 
 // deliver returns the CQ an event names, counting the event as read for
 // it, or nil when the CQ was destroyed after the kernel queued the event
-// (which is then dropped). The caller holds turn.
+// (which is then dropped). The caller holds the turn.
 //
 // The CQ the last event named is kept, so that a run of events of one CQ
 // (the common case) looks in the table once: about 45 instructions an
@@ -382,9 +353,9 @@ func (ch *Channel) readWait(epfd uintptr) bool {
 }
 
 // unwatchNow takes the fd out of ep (if ep is closed, the watch went
-// with it). The caller holds turn.
+// with it). The caller holds the turn.
 func (ch *Channel) unwatchNow() {
-	_ = ch.eprc.Control(ch.unwatchFn)
+	_ = ch.rd.Control(ch.unwatchFn)
 	ch.watched = false
 }
 

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/goverbs/goverbs/internal/mutex"
 )
 
 // Backend is the kernel and provider side of one CQ, made by the device
@@ -66,7 +65,7 @@ type Ring interface {
 // So two Polls never take the same completion, and a Poll never reads a
 // ring that Close or Resize (which hold the lock) has unmapped.
 type RingLock struct {
-	mu  mutex.Mutex // given back with a plain store on x86
+	mu  sync.Mutex
 	err atomic.Pointer[error]
 	// single: the CQ was made WithSingleThreaded, and Lock and Unlock do
 	// nothing (set by New before the Ring gets the RingLock).
@@ -83,16 +82,8 @@ func (l *RingLock) Lock() {
 	}
 }
 
-// TryLock takes the CQ's lock if it is free (always, if the CQ is
-// single-threaded) and reports whether it did: in step 3 of the protocol
-// above, a Ring may try it first and fall back to Lock. It tries once,
-// with one locked instruction (mutex.Mutex.Grab): it is for a poll's
-// fast path, not for spinning.
-func (l *RingLock) TryLock() bool { return l.single || l.mu.Grab() }
-
-// Single reports whether the CQ is single-threaded: Lock, TryLock and
-// Unlock then do nothing. A Ring's fast path may test it before TryLock,
-// so that the compiler branches on TryLock's compare-and-swap directly.
+// Single reports whether the CQ is single-threaded: Lock and Unlock then
+// do nothing, and a Ring may consume what its look found (step 3 above).
 func (l *RingLock) Single() bool { return l.single }
 
 // Unlock releases it.
@@ -160,9 +151,8 @@ func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
 // or Close of the CQ, nor as a QP that completes into it being moved to
 // RESET (mlx5 then takes the QP's completions out of the CQ). Poll then
 // takes no lock to consume (IBV_CREATE_CQ_ATTR_SINGLE_THREADED of
-// ibv_create_cq_ex): a locked instruction less per Poll that finds
-// completions (the lock's compare-and-swap; on x86 it is given back with
-// a plain store). Waiting on the CQ's channel and Ack may still happen on
+// ibv_create_cq_ex): two locked instructions fewer per Poll that finds
+// completions (the lock's taking and giving back). Waiting on the CQ's channel and Ack may still happen on
 // other goroutines. Breaking the promise is a data race, with what that
 // means in Go: a completion handed to two Polls or to none, and a Close
 // racing a Poll may crash the process, as a map written by two

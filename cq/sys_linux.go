@@ -54,7 +54,7 @@ func (ch *Channel) readOne() (h uint64, ok bool) {
 // rawRead is read(2) through RawSyscall: the channel's fd is non-blocking
 // (NewChannel makes it so, for the runtime's poller), so the call returns
 // at once, and the scheduler's entry and exit around a system call
-// (hundreds of ns under emulation, twice per Wait) are skipped.
+// (twice per Wait otherwise) are skipped.
 // RawSyscall6, not RawSyscall, which only calls it.
 func rawRead(fd int, b []byte) (int, error) {
 	n, _, e := syscall.RawSyscall6(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, 0, 0)

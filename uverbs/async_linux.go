@@ -7,10 +7,10 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/fdturn"
 )
 
 // asyncEvents is a Context's side of its async event fd (c.async, opened
@@ -19,12 +19,11 @@ import (
 type asyncEvents struct {
 	once    sync.Once
 	initErr error
-	rc      syscall.RawConn    // of c.async, for waits on the runtime poller
+	rd      fdturn.Reader      // c.async's: its turn's holder owns the fd's read deadline
 	fd      int                // c.async's number, for TryAsyncEvent under c.use
 	readFn  func(uintptr) bool // = s.readWait, bound once: a method value allocates at each use
-	turn    chan struct{}      // one token: the waiter holding it owns the fd's read deadline
 
-	// Guarded by holding turn: the waiter's buffer and results.
+	// Guarded by holding the turn: the waiter's buffer and results.
 	wbuf [asyncEventSize]byte
 	wev  AsyncEvent
 	werr error
@@ -58,19 +57,15 @@ type asyncKey struct {
 	handle uint64
 }
 
-// aLongTimeAgo is a read deadline in the past: it wakes a parked waiter.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // init binds the async fd once.
 func (s *asyncEvents) init(f *os.File) error {
 	s.once.Do(func() {
-		s.turn = make(chan struct{}, 1)
 		s.readFn = s.readWait
-		rc, err := f.SyscallConn()
+		err := s.rd.Init(f)
 		if err == nil {
-			err = rc.Control(func(fd uintptr) { s.fd = int(fd) })
+			err = s.rd.Control(func(fd uintptr) { s.fd = int(fd) })
 		}
-		s.rc, s.initErr = rc, err
+		s.initErr = err
 	})
 	return s.initErr
 }
@@ -109,7 +104,12 @@ func (s *asyncEvents) read(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok
 }
 
 // readWait is the waiter's read: false (park) while nothing is queued.
+// After DEVICE_FATAL nothing more comes: it fails at once.
 func (s *asyncEvents) readWait(fd uintptr) bool {
+	if s.fatal.Load() {
+		s.werr = errDeviceFatal
+		return true
+	}
 	ev, ok, err := s.read(int(fd), &s.wbuf)
 	switch {
 	case err != nil:
@@ -146,7 +146,7 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 	}
 	if ok && ev.Type == EventDeviceFatal {
 		// Nothing more will come: wake a WaitAsyncEvent parked beside us.
-		_ = c.async.SetReadDeadline(aLongTimeAgo)
+		s.rd.Kick()
 	}
 	return ev, ok, nil
 }
@@ -180,45 +180,27 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if err := s.init(c.async); err != nil {
 		return AsyncEvent{}, c.asyncErr(op, err)
 	}
-	select {
-	case s.turn <- struct{}{}:
-	case <-ctx.Done():
-		return AsyncEvent{}, c.opErr(op, ctx.Err())
+	if err := s.rd.Lock(ctx); err != nil {
+		return AsyncEvent{}, c.opErr(op, err)
 	}
-	defer func() { <-s.turn }()
+	defer s.rd.Unlock()
 	if c.closed.Load() {
 		return AsyncEvent{}, c.opErr(op, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return AsyncEvent{}, c.opErr(op, err)
 	}
-	// The holder of turn owns the deadline. A ctx deadline also closes
-	// Done, so the AfterFunc covers both.
-	_ = c.async.SetReadDeadline(time.Time{})
-	if s.fatal.Load() { // after clearing the deadline: TryAsyncEvent sets fatal, then kicks
-		return AsyncEvent{}, c.asyncErr(op, errDeviceFatal)
-	}
-	if ctx.Done() != nil {
-		kicked := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			_ = c.async.SetReadDeadline(aLongTimeAgo)
-			close(kicked)
-		})
-		defer func() {
-			if !stop() {
-				<-kicked // let it finish before the next waiter clears the deadline
-			}
-		}()
-	}
 	s.wev, s.werr = AsyncEvent{}, nil
-	err := s.rc.Read(s.readFn) // the callback reads before parking
+	// The callback reads before parking, and fails once DEVICE_FATAL was
+	// read: TryAsyncEvent sets fatal, then kicks, so a wait that began
+	// before the kick is woken by it and one after it sees fatal.
+	err := s.rd.Wait(ctx, s.readFn)
 	switch {
 	case err == nil && s.werr == nil:
 		return s.wev, nil
 	case err == nil:
 		err = s.werr
-	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil: // our AfterFunc set it
-		err = ctx.Err()
+	case err == ctx.Err(): // the wait's context ended it
 	case errors.Is(err, os.ErrDeadlineExceeded) && s.fatal.Load(): // TryAsyncEvent read DEVICE_FATAL
 		err = errDeviceFatal
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/cqhook"
 	"github.com/goverbs/goverbs/internal/kverbs"
-	"github.com/goverbs/goverbs/internal/mutex"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -36,8 +35,8 @@ type QP struct {
 	// pages there while it is false (see Context.Close).
 	stopped bool
 
-	sendMu mutex.Mutex // serialises PostSend
-	recvMu mutex.Mutex // serialises PostRecv
+	sendMu sync.Mutex // serialises PostSend
+	recvMu sync.Mutex // serialises PostRecv
 }
 
 // uverbs.SGE and provider.SGE share a layout (the SGLs of the requests
@@ -94,7 +93,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	// its mapped doorbell page (mlx5), which Context.Close keeps until it
 	// has set every live QP's stopped under the QP's locks. So a post
 	// either ends first or finds stopped set, with no lock or flag of the
-	// context's read on the way (its read lock was two locked
+	// context's read on the way (its read lock would cost two locked
 	// instructions a post).
 	q.sendMu.Lock()
 	if q.stopped {

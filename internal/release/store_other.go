@@ -7,7 +7,3 @@ import "sync/atomic"
 // Store32 stores v at p with release ordering: sync/atomic's Store, a
 // release store or stronger on every architecture.
 func Store32(p *atomic.Uint32, v uint32) { p.Store(v) }
-
-// Plain reports that Store32 is a plain store; here it is sync/atomic's
-// Store, sequentially consistent with every other sync/atomic operation.
-const Plain = false

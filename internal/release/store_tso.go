@@ -10,7 +10,3 @@ import (
 // Store32 stores v at p with release ordering: a plain MOV (the package
 // comment says why that is enough here).
 func Store32(p *atomic.Uint32, v uint32) { *(*uint32)(unsafe.Pointer(p)) = v }
-
-// Plain reports that Store32 is a plain store, which is a release store
-// but not a full barrier: a load after it may be ordered before it.
-const Plain = true

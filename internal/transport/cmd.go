@@ -59,8 +59,7 @@ type Cmd struct {
 	write writeCmd // set by ResetWrite
 	// short marks a command the kernel answers at once without blocking
 	// (arming a CQ, a send doorbell): it goes through RawSyscall, which
-	// skips the Go scheduler's entry and exit (hundreds of ns under
-	// emulation). Reset clears it.
+	// skips the Go scheduler's entry and exit. Reset clears it.
 	short bool
 	// sent: the header and attributes are as the last ioctl, which the
 	// kernel accepted, sent them (Conn.Resend). Reset clears it.

@@ -261,13 +261,13 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 // It reads the owner bits of as many CQEs as it has slots left for, then
 // fences once and reads the rest of them: one read barrier a batch (one
 // orders every load before it against every load after it), where
-// rdma-core fences for each CQE. The fence was a quarter of the time per
-// CQE on the host.
+// rdma-core fences for each CQE. A fence per CQE would be a quarter of
+// a CQE's time on the host.
 //
 // Each CQE is turned into its completion here, not in a function of its
-// own: Go keeps nothing in registers across a call, so a call a CQE cost
-// its arguments, its frame and the reloads after it, about half of the
-// instructions a CQE took. What is called is off the common path: the
+// own: Go keeps nothing in registers across a call, so a call a CQE would
+// cost its arguments, its frame and the reloads after it, about as many
+// instructions again. What is called is off the common path: the
 // decoding of anything but a requester's CQE (decodeCQE) and the lookup
 // of a QP that is not the run's (qpLookup.findNext).
 func (q *CQ) Poll(wcs []cq.WC) int {

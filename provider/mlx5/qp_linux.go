@@ -275,7 +275,11 @@ var wqeOpcode = [32]uint8{
 // doorbell once for the batch. postPlain writes the plain requests
 // (inline ones among them) and postAtomics the atomics, in runs;
 // postOneSend each of the others: a WQE that would pass the ring's end,
-// and what it refuses.
+// and what it refuses. The two fast loops stay beside the general writer
+// because they win on a real CPU: in BenchmarkMlx5PostSend* at batch 16,
+// one general writer for every request takes 12.0 ns a plain send (10.1
+// here), 20.2 an 8-byte inline send (17.4), 17.0 a UD send (14.2) and
+// 13.4 an atomic (8.0).
 func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	var err error
 	n := 0
@@ -404,8 +408,8 @@ func (q *QP) postPlain(wrs []provider.SendWR) int {
 // provider.MaxSendLength), an 8-aligned remote address, no SendInline and
 // room in the queue; postOneSend posts what else provider.CheckSend lets
 // through (more SGEs) and refuses the rest. Its own loop, not a branch of
-// postPlain's: there, the atomics' segments cost the common requests'
-// loop registers, six instructions a send counted. An atomic's WQE (ctrl,
+// postPlain's: there, the atomics' segments would take registers from the
+// common requests' loop. An atomic's WQE (ctrl,
 // raddr, atomic and one data segment, to which the device writes the
 // 8-byte original value) is one basic block, so it never passes the
 // ring's end; and a QP takes at least one SGE (size).

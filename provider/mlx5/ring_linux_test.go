@@ -810,8 +810,8 @@ func TestResizeWithoutResizeCQE(t *testing.T) {
 	}
 }
 
-// TestPostSendPlainPath holds postOneSend's plain path (no call to
-// provider.CheckSend) to the checked one: for every opcode it takes, on
+// TestPostSendPlainPath holds writeWQE's plain requests (no call to
+// provider.CheckSend) to the checked ones: for every opcode it takes, on
 // RC and UC, the WQE written and the doorbell rung are the same when the
 // QP is made to check every request; and requests it must not take are
 // refused with nothing published.
@@ -825,7 +825,7 @@ func TestPostSendPlainPath(t *testing.T) {
 			}
 			c, _ := testCtx(t)
 			plain, checked := testQP(t, c, typ, cp), testQP(t, c, typ, cp)
-			checked.plainOps, checked.fastOps = 0, 0
+			checked.plainOps = 0
 			wr := provider.SendWR{WRID: 42, Opcode: op, Flags: provider.SendSignaled, SGL: sgl,
 				Imm: 0x01020304, RemoteAddr: 0xabcd000, RKey: 99}
 			for _, q := range []*QP{plain, checked} {

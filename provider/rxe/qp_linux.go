@@ -141,7 +141,7 @@ func doorbellErr(err error) error { return fmt.Errorf("send doorbell: %w", err) 
 // no inline data, at most sendSGE SGEs) is checked here, in three
 // compares and the length's after the SGEs are written; anything else
 // goes through checkSend first. Calling provider.CheckSend for every
-// request cost about 50 instructions a post.
+// request costs about 50 instructions a post.
 func (q *QP) postOneSend(wr *provider.SendWR) error {
 	sq := q.sq
 	var length uint64
@@ -267,9 +267,6 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		}
 		slot := rq.slot(prod)
 		w := (*uapi.RxeRecvWqe)(slot)
-		// Field by field, not a composite literal or copy(): the compiler
-		// would zero and copy with SSE moves or call memmove, which cost
-		// QEMU's TCG (our test machines) more than these plain stores.
 		// The SGEs go first: putSGL sums their lengths as it writes them.
 		length := uint32(putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)) // modulo 2^32, as C's u32
 		w.WRID, w.Reserved, w.Padding = wr.WRID, 0, 0
@@ -297,8 +294,7 @@ func (q *QP) recvSGEErr(n int) error {
 // It addresses each entry from dst rather than making a slice of it:
 // unsafe.Slice checks the length's product and the end's address for
 // overflow, instructions spent on sizes the callers have already checked
-// against the slot (this and queue.slot's multiply took PostRecv from
-// 241 to 220 instructions a request, counted with test/vm -qemuicount).
+// against the slot.
 func putSGL(dst unsafe.Pointer, sgl []provider.SGE) (length uint64) {
 	if len(sgl) == 0 {
 		return 0

@@ -119,9 +119,15 @@ func TestPollRingRingChanged(t *testing.T) {
 		t.Errorf("the old ring's consumer index moved to %d", c)
 	}
 	q.ring = old
-	if l.TryLock() {
+	unlocked := make(chan struct{})
+	go func() {
+		l.Lock()
+		close(unlocked) // taken: PollRing gave it back
 		l.Unlock()
-	} else {
+	}()
+	select {
+	case <-unlocked:
+	case <-time.After(5 * time.Second):
 		t.Error("PollRing left the lock held")
 	}
 }
