@@ -57,8 +57,9 @@ func TestTurnExcludes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if total < 8*2000*5/6 {
-		t.Errorf("%d sections", total)
+	// Every Lock got the turn; only a TryLock may come away without it.
+	if locks := 8*2000 - 4*667; total < locks {
+		t.Errorf("%d sections, want at least %d", total, locks)
 	}
 }
 
