@@ -144,14 +144,47 @@ func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	first := r.cons.Load() & mask // our own index
 	prod := r.prod.Load() & mask  // the kernel's: acquire
 	n := min(int((prod-first)&mask), len(wcs))
-	for i := range wcs[:n] {
-		convertWC(&wcs[i], (*uapi.IBUverbsWC)(unsafe.Add(base, uintptr((first+uint32(i))&mask)*step)))
+	// The slots are read in at most two runs, to the ring's end and on
+	// from its start.
+	for out, at := wcs[:n], first; len(out) > 0; at = 0 {
+		run := out[:min(len(out), int(mask+1-at))]
+		copyRun(run, unsafe.Add(base, uintptr(at)*step), step)
+		out = out[len(run):]
 	}
 	if n > 0 {
 		release.Store32(r.cons, (first+uint32(n))&mask) // the kernel may reuse the slots
 	}
 	l.Unlock()
 	return n, nil
+}
+
+// copyRun converts len(run) consecutive slots, the first at k and each
+// step bytes past the one before, into run. It copies them all, then
+// fixes up those with an error or flags, if any: a loop that makes no
+// call keeps its values in registers, which pollLocked's many live
+// values would otherwise take (poll per CQE at batch 16 and 64: 28.1 and
+// 19.8 instructions against 31.3 and 25.8 with the loop in pollLocked).
+//
+//go:noinline
+func copyRun(run []cq.WC, k unsafe.Pointer, step uintptr) {
+	start, odd := k, uint32(0)
+	for i := range run {
+		kw := (*uapi.IBUverbsWC)(k)
+		run[i] = *(*cq.WC)(k) // the same layout: see convertWC
+		run[i].Imm = 0
+		odd |= kw.Status | kw.WCFlags
+		k = unsafe.Add(k, step)
+	}
+	if odd == 0 {
+		return
+	}
+	k = start
+	for i := range run {
+		if kw := (*uapi.IBUverbsWC)(k); kw.Status|kw.WCFlags != 0 {
+			fixWC(&run[i], kw)
+		}
+		k = unsafe.Add(k, step)
+	}
 }
 
 // Poll is PollRing for a caller that holds the CQ's lock already (the
