@@ -118,23 +118,16 @@ model: tools
 	done
 	@echo "CGO_ENABLED=1 GOVERBS_TEST_DEVICE=mlx5model go test -race ./test/conformance/ ./internal/mlx5model/ ./provider/mlx5/  (race detector: tests only)"
 	@CGO_ENABLED=1 GOVERBS_TEST_DEVICE=mlx5model $(GO) test -race -count=1 ./test/conformance/ ./internal/mlx5model/ ./provider/mlx5/
+	@echo "go run ./internal/cmd/hwcheck -model  (make hwtest's checklist, each step on the model)"
+	@$(GO) run ./internal/cmd/hwcheck -model
 
-# The conformance suite on real mlx5 hardware, wherever this machine has
-# some (GOVERBS_TEST_GID_INDEX picks a RoCE v2 GID; default 1). Without a
-# ConnectX the run says so plainly: the mlx5 provider was then proven
-# against the device model only (make model).
+# The mlx5 hardware checklist (internal/cmd/hwcheck) on every mlx5 device
+# this machine has: one line a step, then a summary to paste into an
+# issue. GOVERBS_TEST_GID_INDEX picks a RoCE v2 GID (default 1). Without a
+# ConnectX it prints its NOT RUN line: the mlx5 provider was then proven
+# against the device model only (make model runs the same checklist there).
 hwtest: tools
-	@devs=$$(for d in /sys/class/infiniband/*; do \
-		[ -e "$$d/device/driver" ] && [ "$$(basename "$$(readlink "$$d/device/driver")")" = mlx5_core ] && basename "$$d"; \
-	done 2>/dev/null); \
-	if [ -z "$$devs" ]; then \
-		echo "mlx5 hardware tests: NOT RUN -- no mlx5 device on this machine (the mlx5 provider is tested against internal/mlx5model only)"; \
-		exit 0; \
-	fi; \
-	set -e; for d in $$devs; do \
-		echo "mlx5 hardware tests on $$d: GOVERBS_TEST_DEVICE=$$d go test ./test/conformance/"; \
-		GOVERBS_TEST_DEVICE=$$d $(GO) test -count=1 ./test/conformance/; \
-	done
+	$(GO) run ./internal/cmd/hwcheck
 
 # Each fuzz target for FUZZTIME. A failing input is written to the package's
 # testdata/fuzz/<FuzzName>/: fix the bug and commit it as a regression seed.

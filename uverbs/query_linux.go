@@ -103,15 +103,14 @@ func fromBE64(v uint64) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// fwVersion formats fw_ver as the driver's rdma-core provider does for
-// ibv_query_device: three 16-bit parts, "%d.%d.%d" (rxe and most), or
-// "%d.%d.%04d" (mlx5).
+// fwVersion formats fw_ver as the device's provider does (its rdma-core
+// twin's ibv_query_device); a driver goverbs has no provider for gets
+// "%d.%d.%d", the form most rdma-core providers print.
 func fwVersion(v uint64, driver uint32) string {
-	major, minor, sub := (v>>32)&0xffff, (v>>16)&0xffff, v&0xffff
-	if driver == uapi.RDMA_DRIVER_MLX5 {
-		return fmt.Sprintf("%d.%d.%04d", major, minor, sub)
+	if drv, ok := providers[driver]; ok {
+		return drv.FWVersion(v)
 	}
-	return fmt.Sprintf("%d.%d.%d", major, minor, sub)
+	return fmt.Sprintf("%d.%d.%d", (v>>32)&0xffff, (v>>16)&0xffff, v&0xffff)
 }
 
 // checkPort validates a port number before it reaches the kernel as a u8.

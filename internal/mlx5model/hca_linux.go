@@ -2,6 +2,10 @@ package mlx5model
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -22,6 +26,10 @@ func (c *Context) scanUARs() bool {
 		for _, m := range u.maps {
 			base := unsafe.Pointer(unsafe.SliceData(m))
 			for _, off := range uarSendSlots {
+				if n := takeCopy(unsafe.Add(base, off)); n > 0 {
+					c.blueFlameCopy(u, off, n)
+					busy = true
+				}
 				if db, ok := takeDoorbell(unsafe.Add(base, off)); ok {
 					c.sendDoorbell(u, db)
 					busy = true
@@ -47,6 +55,41 @@ func (c *Context) scanArms(u *uar) bool {
 		}
 	}
 	return busy
+}
+
+// takeCopy clears the bytes of a blue-flame register half past its
+// 8-byte doorbell and returns how far they reach (0: none written).
+func takeCopy(half unsafe.Pointer) uintptr {
+	n := uintptr(0)
+	for off := uintptr(8); off < bfHalf; off += 8 {
+		w := (*uint64)(unsafe.Add(half, off))
+		if atomic.LoadUint64(w) != 0 {
+			atomic.StoreUint64(w, 0)
+			n = off + 8
+		}
+	}
+	return n
+}
+
+// blueFlameCopy records a blue-flame copy (a WQE written into the
+// register beyond the doorbell's 8 bytes) on UAR page u. goverbs rings
+// one half of a register from every QP of the page with 8-byte
+// doorbells alone, which is safe only while no QP copies a WQE there: a
+// copy into a half another QP rings at the same moment interleaves with
+// its doorbell, and rdma-core allows one only on a register of its own,
+// alternating halves, or under the register's lock (post_send_db in
+// providers/mlx5/qp.c). The model takes no copies: its doorbell part
+// still counts.
+func (c *Context) blueFlameCopy(u *uar, off, n uintptr) {
+	var qpns []string
+	for _, o := range c.handles {
+		if p, ok := o.(*qp); ok && p.uar == u && !p.dead {
+			qpns = append(qpns, fmt.Sprintf("%#x", p.qpn))
+		}
+	}
+	slices.Sort(qpns)
+	c.d.violate("blue-flame copy of %d bytes into register half %#x of UAR page %d, which QPs [%s] ring: a shared half takes 8-byte doorbells only",
+		n, off, u.pageID, strings.Join(qpns, " "))
 }
 
 // sqPending returns the send basic blocks posted and not yet consumed.

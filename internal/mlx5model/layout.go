@@ -71,6 +71,7 @@ const (
 	uarBFOffset  = 0x800                 // first blue-flame register (MLX5_BF_OFFSET)
 	bfRegSize    = 512                   // the bf_reg_size GET_CONTEXT answers
 	bfRegsPerUAR = 2                     // MLX5_NON_FP_BFREGS_PER_UAR
+	bfHalf       = bfRegSize / 2         // one half of a register: a blue-flame buffer (rdma-core's bf->buf_size)
 )
 
 // uarSendSlots are the 8-byte places a send doorbell may land in a UAR

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -646,6 +648,59 @@ func TestViolations(t *testing.T) {
 	}
 	if v := e.d.Violations(); len(v) != 3 {
 		t.Errorf("violations: %q", v)
+	}
+}
+
+// Every QP of a context rings one half of one blue-flame register with
+// 8-byte doorbells (provider/mlx5's ringSend); the model takes doorbells
+// from two QPs on that half, and flags a blue-flame copy (a WQE written
+// into the register past the doorbell's 8 bytes) into it, the one write
+// a shared half must not take.
+func TestSharedHalfTakesOnlyDoorbells(t *testing.T) {
+	e := newEnv(t, Options{})
+	q := e.newCQ(15, -1)
+	a := e.newQP(uapi.IB_UVERBS_QPT_RC, q, q, 16, 4, 16)
+	b := e.newQP(uapi.IB_UVERBS_QPT_RC, q, q, 16, 4, 16)
+	a.rts(b, 0)
+	b.rts(a, 0)
+	if a.bfOff != b.bfOff || &a.uar[0] != &b.uar[0] {
+		t.Fatalf("the QPs ring different registers (%#x, %#x)", a.bfOff, b.bfOff)
+	}
+	nop := func() *wqe { return &wqe{op: uapi.MLX5_OPCODE_NOP, fm: uapi.MLX5_WQE_CTRL_CQ_UPDATE} }
+	// Both QPs' WQEs posted, then both doorbells on the one half: the
+	// second overwrites the first before the device looks, and still
+	// both QPs' WQEs run (the device takes each 8-byte write; the model
+	// sweeps the page's other QPs to their doorbell records).
+	ba, bb := a.write(nop()), b.write(nop())
+	store32BE(unsafe.Pointer(&a.db[4]), a.post&0xffff)
+	store32BE(unsafe.Pointer(&b.db[4]), b.post&0xffff)
+	ring(a.uar, a.bfOff, ba)
+	ring(b.uar, b.bfOff, bb)
+	got := map[uint32]bool{}
+	for range 2 {
+		got[sopQPN(q.wait())&0xffffff] = true
+	}
+	if !got[a.qpn] || !got[b.qpn] {
+		t.Fatalf("completions for QPs %v, want %#x and %#x", got, a.qpn, b.qpn)
+	}
+	if v := e.d.Violations(); len(v) != 0 {
+		t.Fatalf("8-byte doorbells of two QPs on one half: %q", v)
+	}
+	// A blue-flame copy: the whole 64-byte WQE written into the half.
+	e.wantViolations = []string{"a shared half takes 8-byte doorbells only"}
+	w := nop().inline(bytes.Repeat([]byte{0xab}, 44)) // 16 + 4 + 44: one whole basic block
+	idx := a.post & (a.sqCnt - 1)
+	bell := a.write(w)
+	store32BE(unsafe.Pointer(&a.db[4]), a.post&0xffff)
+	for i := 8; i < 64; i += 8 {
+		ring(a.uar, a.bfOff+i, [8]byte(a.sq[int(idx)*64+i:]))
+	}
+	ring(a.uar, a.bfOff, bell)
+	q.wait()
+	v := e.d.Violations()
+	if len(v) != 1 || !strings.Contains(v[0], "blue-flame copy of 64 bytes into register half 0x800") ||
+		!strings.Contains(v[0], fmt.Sprintf("%#x", b.qpn)) {
+		t.Errorf("violations %q, want one for the blue-flame copy naming both QPs", v)
 	}
 }
 

@@ -2,6 +2,8 @@ package mlx5model_test
 
 import (
 	"bytes"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +216,61 @@ func TestProviderSendWithInv(t *testing.T) {
 		t.Errorf("receive %+v", w)
 	}
 	rdmatest.PollN(t, f.scq, 1)
+}
+
+// The QPs of one context ring one half of one blue-flame register, each
+// under its own lock only (provider/mlx5's ringSend): eight QPs posting
+// at once from eight goroutines, their doorbells meeting on the half,
+// complete every WQE, and the model sees 8-byte doorbells only.
+func TestProviderSharedDoorbellHalf(t *testing.T) {
+	f := psetup(t)
+	const qps, rounds = 8, 300
+	var wg sync.WaitGroup
+	errs := make(chan error, qps)
+	for i := range qps {
+		c, err := f.ctx.NewCQ(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		a, b := f.qp(t, uverbs.RC, c, c), f.qp(t, uverbs.RC, c, c)
+		rdmatest.ConnectRC(t, a, b)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wcs := make([]cq.WC, 4)
+			for r := range rounds {
+				wr := uverbs.SendWR{WRID: uint64(r), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+					SGL: []uverbs.SGE{f.mr.SGE(i*64, 8)}, RemoteAddr: f.mr.Addr() + 4096 + uint64(i*64), RKey: f.mr.RKey()}
+				if _, err := a.PostSend([]uverbs.SendWR{wr}); err != nil {
+					errs <- err
+					return
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for n := 0; n == 0; {
+					var err error
+					if n, err = c.Poll(wcs); err != nil {
+						errs <- err
+						return
+					}
+					if n == 1 && (wcs[0].Status != cq.Success || wcs[0].WRID != uint64(r)) {
+						errs <- fmt.Errorf("QP %d, round %d: %+v", i, r, wcs[0])
+						return
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("QP %d, round %d: no completion", i, r)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if st := rdmatest.Model(t).Stats(); st.SendDoorbells < qps*rounds/2 {
+		t.Errorf("%d send doorbells taken for %d rung", st.SendDoorbells, qps*rounds)
+	}
 }

@@ -10,6 +10,10 @@ import (
 type Driver interface {
 	// Name is the provider's name: "rxe", "mlx5".
 	Name() string
+	// FWVersion formats the device's fw_ver (three 16-bit parts, major
+	// in bits 32-47) as the driver's rdma-core provider does for
+	// ibv_query_device, so that ibv_devinfo and goverbs print the same.
+	FWVersion(fwVer uint64) string
 	// Open runs GET_CONTEXT with the driver's data on a fresh uverbs fd
 	// and returns the driver's side of the context.
 	Open(conn *transport.Conn, fd int) (Context, kverbs.Context, error)

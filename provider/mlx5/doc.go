@@ -29,9 +29,14 @@
 //     at the end of the ring), receive queues of data-segment lists, the
 //     doorbell record, and the 8-byte UAR doorbell (no BlueFlame).
 //
-// The fences and the UAR store are small Go assembly stubs on amd64 and
-// arm64 (mmio_*.s); the doorbell records are ordinary memory, ordered with
-// sync/atomic. Every multi-byte field the device sees is big-endian.
+// The fences and the UAR store are small Go assembly stubs, one file per
+// architecture (mmio_$GOARCH.s), mapped as rdma-core's
+// util/udma_barrier.h maps them (the table in mmio.go) and pinned by a
+// test that disassembles cross-built binaries; on s390x, 32-bit arm and
+// mips, where goverbs knows no barriers or UAR store to stand behind,
+// Open refuses with an error wrapping ErrNotSupported. The doorbell
+// records are ordinary memory, ordered with sync/atomic. Every
+// multi-byte field the device sees is big-endian.
 //
 // No ConnectX is needed to test it: internal/mlx5model plays the kernel
 // driver and the HCA in-process, and the conformance suite runs against

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -21,6 +22,21 @@ type Driver struct{}
 // Name returns "mlx5".
 func (Driver) Name() string { return "mlx5" }
 
+// FWVersion formats fw_ver as rdma-core's mlx5 provider does
+// (providers/mlx5/verbs.c, mlx5_query_device_ex: "%d.%d.%04d", the sub-minor padded to four
+// digits: "16.35.2000", "22.31.0100").
+func (Driver) FWVersion(v uint64) string {
+	return fmt.Sprintf("%d.%d.%04d", (v>>32)&0xffff, (v>>16)&0xffff, v&0xffff)
+}
+
+// EnvUAR names the environment variable that picks the UARs a context
+// asks for, for the hardware checklist (internal/cmd/hwcheck) to prove
+// both kinds on one kernel: "dynamic" (kernel ≥ 5.8; the open fails
+// without them), "static" (the registers the kernel maps at context
+// creation, as before 5.8), or unset: dynamic where the kernel grants
+// them, else static, as rdma-core does.
+const EnvUAR = "GOVERBS_MLX5_UAR"
+
 // What GET_CONTEXT asks for without dynamic UARs, as rdma-core does.
 const (
 	staticBfregs  = 16
@@ -33,6 +49,12 @@ const (
 // UARs (kernel ≥ 5.8) and falling back to the static UARs a kernel maps
 // at context creation; then maps the UAR that takes CQ arm doorbells.
 func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Context, error) {
+	// A GOARCH with no device barriers that goverbs can stand behind
+	// (mmio_other.go) gets no ConnectX, rather than a guessed fence.
+	if archRefusal != nil {
+		return nil, kverbs.Context{AsyncFD: -1}, archRefusal
+	}
+
 	c := &context{conn: conn, fd: fd, uars: map[uint32]dmaBuf{}}
 	// Static UAR counts go along, as rdma-core sends them: a kernel that
 	// grants dynamic UARs ignores them (and answers tot_bfregs 0), one that
@@ -43,8 +65,13 @@ func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Conte
 		MaxCQEVersion:       maxCQEVersion,
 		LibCaps:             uapi.MLX5_LIB_CAP_4K_UAR | uapi.MLX5_LIB_CAP_DYN_UAR,
 	}
-	kc, err := kverbs.GetContext(conn, bytesOf(&req), bytesOf(&c.resp))
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+	mode := os.Getenv(EnvUAR)
+	var kc kverbs.Context
+	err := error(unix.EOPNOTSUPP)
+	if mode != "static" {
+		kc, err = kverbs.GetContext(conn, bytesOf(&req), bytesOf(&c.resp))
+	}
+	if (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) && mode != "dynamic" {
 		// A kernel that refuses the dynamic-UAR request: static UARs.
 		req = uapi.Mlx5IBAllocUcontextReqV2{
 			TotalNumBfregs:      staticBfregs,
@@ -60,6 +87,11 @@ func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Conte
 	}
 	c.cqeVersion = min(c.resp.CQEVersion, maxCQEVersion)
 	c.dynamic = c.resp.TotBfregs == 0 && req.LibCaps&uapi.MLX5_LIB_CAP_DYN_UAR != 0
+	if mode == "dynamic" && !c.dynamic {
+		c.Close()
+		closeAsync(kc)
+		return nil, kc, fmt.Errorf("%s=dynamic: the kernel gave static UARs (%d registers): %w", EnvUAR, c.resp.TotBfregs, unix.EOPNOTSUPP)
+	}
 	if err := c.mapUARs(); err != nil {
 		c.Close()
 		closeAsync(kc)
@@ -82,7 +114,9 @@ type context struct {
 	cqeVersion uint8
 	dynamic    bool // dynamic UARs: CQs and QPs name UAR pages we allocated
 
-	// cqUAR takes the CQs' arm doorbells; qpBF the QPs' send doorbells.
+	// cqUAR takes the CQs' arm doorbells; qpUAR (dynamic UARs) the send
+	// doorbells of every QP, all on one half of its first blue-flame
+	// register: 8-byte doorbells need no register of their own (QP.ringSend).
 	cqUAR, qpUAR uarPage
 
 	mu   sync.Mutex

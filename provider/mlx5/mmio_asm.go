@@ -1,8 +1,11 @@
-//go:build amd64 || arm64
+//go:build amd64 || 386 || arm64 || ppc64 || ppc64le || riscv64 || loong64 || mips64 || mips64le
 
 package mlx5
 
 import "unsafe"
+
+// archRefusal is nil: this GOARCH has its barriers in mmio_$GOARCH.s.
+var archRefusal error
 
 // mmioStore64 stores v to the UAR at p in one 8-byte write; the bytes go in
 // host memory order, so the caller builds v from the big-endian bytes.

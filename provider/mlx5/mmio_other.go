@@ -1,15 +1,23 @@
-//go:build !amd64 && !arm64
+//go:build !(amd64 || 386 || arm64 || ppc64 || ppc64le || riscv64 || loong64 || mips64 || mips64le)
 
 package mlx5
 
 import (
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
 
-// Elsewhere sync/atomic stands in: its operations are sequentially
-// consistent, so each is a full fence. Correct, if slower than the
-// architecture's own barriers; mlx5 hardware is seen on amd64 and arm64.
+// archRefusal is why Open refuses a ConnectX on this GOARCH: goverbs
+// knows no barriers or UAR store here that it could stand behind, and a
+// wrong one fails only under load, on the device.
+var archRefusal = refusal(runtime.GOARCH)
+
+// The bodies below order ordinary memory between goroutines, as
+// sync/atomic's sequentially consistent operations do. That is all the
+// device model (internal/mlx5model) needs, whose UAR pages and rings are
+// ordinary memory, and its tests run through them here. They are not
+// device barriers.
 
 var fence atomic.Uint32
 

@@ -503,16 +503,37 @@ var ctrlFlags = func() (t [8]uint8) {
 // ringSend publishes the posted WQEs: the doorbell record, after the WQEs
 // are in memory, then the 8-byte doorbell with the last WQE's first bytes.
 //
-// The doorbell always goes to the same half of the blue-flame register,
-// with no lock beside the QP's own, though a context's QPs share the
-// register. rdma-core and UCX alternate between the register's halves
-// after every doorbell, which their blue-flame copies (a whole WQE
-// written into the register) need; a doorbell alone names its QP and its
-// WQE counter in one 8-byte store, and the kernel's own mlx5 Ethernet
-// driver rings its send queues' doorbells so (mlx5e_notify_hw: one
-// register for the queues of every CPU, one offset, no lock). The fence
-// after the store, which rdma-core also takes, empties the CPU's
-// write-combining buffer before the QP's lock is given back, so two
+// Every QP of a context rings the same half of one blue-flame register
+// (with dynamic UARs the first register of the context's one blue-flame
+// page; with static ones the register the kernel picked, which it shares
+// among QPs too), with no lock beside the QP's own and without
+// alternating halves. That is sound because a doorbell here is one
+// 8-byte store and never a blue-flame copy: the device takes each 8-byte
+// write to the register as a doorbell naming its QP (qpn_ds) and WQE
+// counter by itself, whatever other QPs write there. rdma-core rings so
+// wherever it copies no WQE: register 0 "does not exercise odd/even
+// policy so it can avoid a lock but it may not use blue flame"
+// (need_uuar_lock in providers/mlx5/mlx5.c; its buf_size is 0, so
+// post_send_db's bf->offset ^= bf->buf_size leaves it), and the kernel
+// hands register 0 to every QP past its low- and medium-latency ones
+// (alloc_bfreg in drivers/infiniband/hw/mlx5/qp.c: bfregn = 0,
+// count[0]++), so many QPs' doorbells meet on that half, unlocked; with
+// MLX5_SHUT_UP_BF=1 and dynamic UARs every QP gets the context's one
+// non-cached register (mlx5_get_qp_uar returns ctx->nc_uar: buf_size 0,
+// need_lock 0). What rdma-core's lock on shared registers (bf->need_lock)
+// and its alternation guard is the blue-flame copy: a WQE of up to
+// buf_size bytes written as 64-byte chunks, which another CPU's copy into
+// the same half would interleave, and which the device may still be
+// reading when the next copy to that half starts; and the shared
+// bf->offset word itself. Without copies, blue flame's latency is what
+// goverbs gives up (the device fetches the WQE by DMA), not correctness.
+// A QP that ever copies WQEs needs a register of its own, alternated
+// under its lock, as rdma-core's dedicated registers are.
+// internal/mlx5model flags any write past a half's first 8 bytes
+// (TestSharedHalfTakesOnlyDoorbells, TestProviderSharedDoorbellHalf).
+//
+// The fence after the store, which rdma-core also takes, empties the
+// CPU's write-combining buffer before the QP's lock is given back, so two
 // doorbells of one QP reach the device in order.
 func (q *QP) ringSend() {
 	if raceBuild {

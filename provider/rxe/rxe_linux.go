@@ -1,6 +1,8 @@
 package rxe
 
 import (
+	"fmt"
+
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -12,6 +14,12 @@ type Driver struct{}
 
 // Name returns "rxe".
 func (Driver) Name() string { return "rxe" }
+
+// FWVersion formats fw_ver as rdma-core's rxe provider does
+// (providers/rxe/rxe.c: "%d.%d.%d"; rxe reports 0, so "0.0.0").
+func (Driver) FWVersion(v uint64) string {
+	return fmt.Sprintf("%d.%d.%d", (v>>32)&0xffff, (v>>16)&0xffff, v&0xffff)
+}
 
 // Open creates the ucontext: rxe takes no driver data for it.
 func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Context, error) {
