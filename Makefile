@@ -38,7 +38,7 @@ FUZZ_ALL    := \
 	./internal/kverbs:FuzzExQueryDeviceResp ./internal/kverbs:FuzzGIDTable \
 	./uverbs:FuzzAsyncEvents ./uverbs:FuzzParseAsyncEvent ./uverbs:FuzzDeviceAttr ./uverbs:FuzzPortAttr \
 	./uverbs:FuzzGIDEntry ./uverbs:FuzzParseGID ./uverbs:FuzzParseGUID ./uverbs:FuzzParseSysfsGIDType \
-	./cmd/goverbs:FuzzParseDest ./cmd/goverbs:FuzzDestRoundTrip ./cmd/goverbs:FuzzPerfPeer \
+	./uverbs:FuzzParseEndpoint ./uverbs:FuzzEndpointRoundTrip ./uverbs:FuzzParseGRH ./cmd/goverbs:FuzzPerfPeer \
 	./internal/netlink:FuzzParseAttrs ./internal/netlink:FuzzParseReplies ./internal/netlink:FuzzRepliesRoundTrip \
 	./internal/netlink:FuzzParseAck ./internal/netlink:FuzzRDMAReplies ./internal/netlink:FuzzParseResources
 FUZZ_TARGETS ?= $(FUZZ_ALL)

@@ -18,9 +18,15 @@
 // A [PD] groups memory regions ([PD.RegMR]), queue pairs ([PD.NewQP]) and
 // address handles ([PD.NewAH]). Completion queues and channels are made
 // by [Context.NewCQ] and [Context.NewCompChannel] and live in package cq.
-// A [QP] moves through RESET, INIT, RTR and RTS with [QP.Modify], and
-// posts work with [QP.PostSend] and [QP.PostRecv], which allocate nothing;
-// its completions arrive on its CQs.
+// A [QP] moves through RESET, INIT, RTR and RTS with [QP.ConnectRC]
+// (RC and UC) or [QP.ConnectUD], from the two sides' [Endpoint]s (whose
+// text form is ibv_rc_pingpong's) and [ConnectOptions], or step by step
+// with [QP.Modify]; [Context.FindGID] finds the source GID by type and
+// address, so that no program hard-codes a GID index. It posts work
+// with [QP.PostSend], [QP.PostSendInline] (a payload straight from a
+// []byte) and [QP.PostRecv], which allocate nothing; its completions
+// arrive on its CQs. A UD receive buffer needs [GRHSize] bytes before the
+// payload, from which [ParseGRH] reads the sender's GID or IPv4 address.
 //
 // Memory the device uses should come from [AllocBuffer] (page-aligned,
 // outside the Go heap); Go-heap memory works too, under the rules of

@@ -3,7 +3,7 @@ package uverbs_test
 import (
 	"fmt"
 	"log"
-	"unsafe"
+	"net/netip"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/uverbs"
@@ -85,35 +85,30 @@ func ExamplePD_NewQP() {
 		log.Fatal(err)
 	}
 	defer qp.Close()
-	// The peer's QP number, PSN and GID come from an exchange of your own
-	// (goverbs pingpong uses ibv_rc_pingpong's TCP one).
-	var peerQPN, peerPSN, myPSN uint32 = 0x12, 0x34, 0x56
-	var peerGID uverbs.GID
-	steps := []struct {
-		attr uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: uverbs.AccessRemoteWrite},
-			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
-		{uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: peerQPN, RQPSN: peerPSN,
-			MaxDestRdAtomic: 1, MinRNRTimer: 12,
-			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: peerGID, SGIDIndex: 1, HopLimit: 64}}},
-			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
-				uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
-		{uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: myPSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-			uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt |
-				uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic},
+	// Our endpoint: the QP, a starting PSN and a GID of port 1 found by
+	// address (no GID index to guess). The peer's comes from an exchange of
+	// your own: Endpoint's text is ibv_rc_pingpong's (goverbs pingpong
+	// sends it over TCP).
+	gid, err := ctx.FindGID(1, uverbs.GIDTypeRoCEv2, netip.MustParseAddr("192.0.2.1"))
+	if err != nil {
+		log.Fatal(err)
 	}
-	for _, s := range steps {
-		if err := qp.Modify(&s.attr, s.mask); err != nil {
-			log.Fatal(err)
-		}
+	local := uverbs.Endpoint{QPN: qp.QPN(), PSN: 0x56, GID: gid.GID}
+	var remote uverbs.Endpoint
+	if err := remote.UnmarshalText([]byte("0000:000012:000034:00000000000000000000ffffc0000202")); err != nil {
+		log.Fatal(err)
+	}
+	// RESET → INIT → RTR → RTS, with ibv_rc_pingpong's and perftest's
+	// defaults; ConnectOptions overrides them.
+	if err := qp.ConnectRC(local, remote, nil); err != nil {
+		log.Fatal(err)
 	}
 	fmt.Println("QP", qp.QPN(), "is ready to send; its CQ holds", c.Size())
 }
 
 // UD: a datagram QP sends to a remote QP through an address handle; on
-// RoCE the handle is global (destination GID, source GID index).
+// RoCE the handle is global (destination GID, source GID index), which
+// NewAHTo works out from the two endpoints.
 func ExamplePD_NewAH() {
 	ctx, err := uverbs.Open("rxe0")
 	if err != nil {
@@ -131,37 +126,29 @@ func ExamplePD_NewAH() {
 	}
 	defer c.Close()
 	qp, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.UD, SendCQ: c, RecvCQ: c,
-		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer qp.Close()
-	const qkey = 0x11111111
-	for _, step := range []struct {
-		attr uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: qkey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
-		{uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState},
-		{uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 1}, uverbs.QPAttrState | uverbs.QPAttrSQPSN},
-	} {
-		if err := qp.Modify(&step.attr, step.mask); err != nil {
-			log.Fatal(err)
-		}
-	}
-	gid, err := ctx.QueryGID(1, 1) // the peer's GID comes from your exchange; here, our own
+	gid, err := ctx.FindGID(1, uverbs.GIDTypeRoCEv2, netip.Addr{}) // the first RoCE v2 GID
 	if err != nil {
 		log.Fatal(err)
 	}
-	ah, err := pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1,
-		GRH: uverbs.GlobalRoute{DGID: gid.GID, SGIDIndex: 1, HopLimit: 64}})
+	local := uverbs.Endpoint{QPN: qp.QPN(), PSN: 1, GID: gid.GID}
+	if err := qp.ConnectUD(local, nil); err != nil { // RESET → INIT (Q_Key DefaultQKey) → RTR → RTS
+		log.Fatal(err)
+	}
+	remote := local // the peer's endpoint comes from your exchange; here, our own
+	ah, err := pd.NewAHTo(local, remote, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ah.Close()
-	payload := []byte("hello")
-	_, err = qp.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline,
-		SGL: []uverbs.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&payload[0]))), Length: uint32(len(payload))}},
-		AH:  ah, RemoteQPN: qp.QPN(), RemoteQKey: qkey}})
+	// A small payload goes inline, straight from a Go slice: no MR.
+	err = qp.PostSendInline(uverbs.SendWR{WRID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		AH: ah, RemoteQPN: remote.QPN, RemoteQKey: uverbs.DefaultQKey}, []byte("hello"))
+	// The receiver posts buffers of uverbs.UDRecvSize(n) bytes; ParseGRH
+	// reads the sender's address from their first uverbs.GRHSize.
 	fmt.Println(err)
 }

@@ -35,8 +35,14 @@ type QP struct {
 	// pages there while it is false (see Context.Close).
 	stopped bool
 
-	sendMu sync.Mutex // serialises PostSend
+	sendMu sync.Mutex // serialises PostSend and PostSendInline
 	recvMu sync.Mutex // serialises PostRecv
+
+	// PostSendInline's request, its SGE and its payload, guarded by
+	// sendMu: in the QP, so that a post allocates nothing.
+	inlineWR   [1]SendWR
+	inlineSGE  [1]SGE
+	inlineData []byte
 }
 
 // uverbs.SGE and provider.SGE share a layout (the SGLs of the requests
@@ -216,15 +222,26 @@ func (q *QP) isClosed() bool {
 // attributes each transition needs (see the QPAttr fields).
 func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	const op = "modify qp"
+	kerr, err := q.modify(op, attr, mask)
+	if kerr != nil {
+		return q.pd.ctx.opErr(op, fmt.Errorf("to %v (mask %#x): %w", attr.State, uint32(mask), kerr))
+	}
+	return err
+}
+
+// modify is Modify: err is an *OpError for input refused before the
+// kernel saw it (or a closed QP or context), kerr the kernel's bare
+// error, for the caller to wrap.
+func (q *QP) modify(op string, attr *QPAttr, mask QPAttrMask) (kerr, err error) {
 	ctx := q.pd.ctx
 	if attr == nil || mask == 0 || mask&^qpAttrAll != 0 {
-		return ctx.opErr(op, fmt.Errorf("attribute mask %#x: %w", uint32(mask), unix.EINVAL))
+		return nil, ctx.opErr(op, fmt.Errorf("attribute mask %#x: %w", uint32(mask), unix.EINVAL))
 	}
 	if q.isClosed() {
-		return ctx.opErr(op, ErrClosed)
+		return nil, ctx.opErr(op, ErrClosed)
 	}
 	if err := ctx.use(op); err != nil {
-		return err
+		return nil, err
 	}
 	defer ctx.done()
 	m := uapi.IBUverbsModifyQP{
@@ -249,12 +266,12 @@ func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		RnrRetry:        attr.RNRRetry,
 	}
 	if err := kverbs.ModifyQP(ctx.conn, &m); err != nil {
-		return ctx.opErr(op, fmt.Errorf("to %v (mask %#x): %w", attr.State, uint32(mask), err))
+		return err, nil
 	}
 	if mask&QPAttrState != 0 && attr.State == QPReset {
 		q.reset()
 	}
-	return nil
+	return nil, nil
 }
 
 // reset lets the provider follow the QP to RESET: its stale completions

@@ -57,30 +57,26 @@ func TestRCLoopbackToRTS(t *testing.T) {
 	}
 	gid := rdmatest.GID(t, 1)
 	const psnA, psnB = 0x123, 0x456
-	for _, p := range []struct {
-		qp           *uverbs.QP
-		remote       uint32
-		rqPSN, sqPSN uint32
-	}{{a, b.QPN(), psnB, psnA}, {b, a.QPN(), psnA, psnB}} {
-		rdmatest.Modify(t, p.qp, uverbs.QPAttr{State: uverbs.QPInit, PKeyIndex: 0, Port: 1,
-			AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite},
-			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-		rdmatest.Modify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: 3 /* 1024 */, DestQPN: p.remote,
-			RQPSN: p.rqPSN, MaxDestRdAtomic: 1, MinRNRTimer: 12,
-			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
-			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
-		rdmatest.Modify(t, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: p.sqPSN, Timeout: 14, RetryCnt: 7,
-			RNRRetry: 7, MaxRdAtomic: 1},
-			uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-				uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
+	// ConnectRC looks up GID index 1 from the local endpoint's GID.
+	ea := uverbs.Endpoint{QPN: a.QPN(), PSN: psnA, GID: gid}
+	eb := uverbs.Endpoint{QPN: b.QPN(), PSN: psnB, GID: gid}
+	opts := &uverbs.ConnectOptions{PathMTU: uverbs.MTU1024,
+		Access: uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite}
+	if err := a.ConnectRC(ea, eb, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ConnectRC(eb, ea, opts); err != nil {
+		t.Fatal(err)
 	}
 	got, err := a.Query(uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrDestQPN | uverbs.QPAttrSQPSN | uverbs.QPAttrPathMTU)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.DestQPN != b.QPN() || got.SQPSN != psnA || got.RQPSN != psnB || got.PathMTU != 3 ||
-		got.AH.GRH.DGID != gid || got.AH.GRH.SGIDIndex != 1 || got.Timeout != 14 || got.RetryCnt != 7 {
+	if got.State != uverbs.QPRTS || got.DestQPN != b.QPN() || got.SQPSN != psnA || got.RQPSN != psnB || got.PathMTU != 3 ||
+		got.AH.GRH.DGID != gid || got.AH.GRH.SGIDIndex != 1 || got.AH.GRH.HopLimit != 64 || !got.AH.IsGlobal ||
+		got.Timeout != 14 || got.RetryCnt != 7 || got.RNRRetry != 7 || got.MinRNRTimer != 12 ||
+		got.MaxRdAtomic != 1 || got.MaxDestRdAtomic != 1 ||
+		got.AccessFlags != uverbs.AccessLocalWrite|uverbs.AccessRemoteRead|uverbs.AccessRemoteWrite {
 		t.Errorf("query after RTS = %+v", got)
 	}
 	// A CQ a QP still uses cannot be destroyed.
@@ -94,12 +90,19 @@ func TestRCLoopbackToRTS(t *testing.T) {
 func TestUDToRTS(t *testing.T) {
 	e := newQPEnv(t)
 	qp := e.qp(t, uverbs.UD)
-	rdmatest.Modify(t, qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: 0x11111111},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey)
-	rdmatest.Modify(t, qp, uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState)
-	rdmatest.Modify(t, qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 7}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
-	ah, err := e.pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1,
-		GRH: uverbs.GlobalRoute{DGID: rdmatest.GID(t, 1), SGIDIndex: 1, HopLimit: 64}})
+	gid := rdmatest.GID(t, 1)
+	me := uverbs.Endpoint{QPN: qp.QPN(), PSN: 7, GID: gid}
+	if err := qp.ConnectUD(me, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := qp.Query(uverbs.QPAttrState | uverbs.QPAttrQKey | uverbs.QPAttrSQPSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != uverbs.QPRTS || got.QKey != uverbs.DefaultQKey || got.SQPSN != 7 {
+		t.Errorf("query after ConnectUD = %+v", got)
+	}
+	ah, err := e.pd.NewAHTo(me, me, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strings"
 	"testing"
@@ -57,6 +58,11 @@ func TestUnsupportedOS(t *testing.T) {
 		{"modify qp", func() error { return qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit}, uverbs.QPAttrState) }},
 		{"query qp", func() error { _, err := qp.Query(uverbs.QPAttrState); return err }},
 		{"destroy qp", qp.Close},
+		{"find gid", func() error { _, err := ctx.FindGID(1, uverbs.GIDTypeRoCEv2, netip.Addr{}); return err }},
+		{"connect rc", func() error { return qp.ConnectRC(uverbs.Endpoint{}, uverbs.Endpoint{}, nil) }},
+		{"connect ud", func() error { return qp.ConnectUD(uverbs.Endpoint{}, nil) }},
+		{"create ah", func() error { _, err := pd.NewAHTo(uverbs.Endpoint{}, uverbs.Endpoint{}, nil); return err }},
+		{"post send", func() error { return qp.PostSendInline(uverbs.SendWR{Opcode: uverbs.WRSend}, []byte("hi")) }},
 		{"destroy ah", ah.Close},
 		{"free buffer", buf.Close},
 		{"create comp channel", func() error { _, err := cq.NewChannel(3, "rxe0"); return err }},

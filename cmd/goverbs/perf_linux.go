@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -67,7 +68,7 @@ func perf(out io.Writer, args []string) int {
 	fs.StringVar(&c.test, "t", "send_lat", "`test`: send_lat, write_lat, send_bw or write_bw")
 	fs.StringVar(&c.dev, "d", "", "RDMA `device` (default: the first)")
 	fs.IntVar(&c.ibPort, "i", 1, "device `port`")
-	fs.IntVar(&c.gidx, "g", 1, "GID `index` (RoCE needs one)")
+	fs.IntVar(&c.gidx, "g", -1, "GID `index` (default: the first RoCE v2 GID)")
 	fs.IntVar(&c.port, "p", 18516, "TCP `port` of the exchange")
 	fs.IntVar(&c.size, "s", 2, "message `size` in bytes")
 	fs.IntVar(&c.iters, "n", 1000, "`iterations`")
@@ -241,8 +242,32 @@ func runPerf(out io.Writer, c *perfConfig) error {
 			MaxInlineData: uint32(c.inline)}}); err != nil {
 		return err
 	}
-	if err := s.qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort), AccessFlags: uverbs.AccessRemoteWrite},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+	port, err := s.dev.QueryPort(c.ibPort)
+	if err != nil {
+		return err
+	}
+	var gid uverbs.GIDEntry
+	if c.gidx >= 0 {
+		if gid, err = s.dev.QueryGID(c.ibPort, c.gidx); err != nil {
+			return fmt.Errorf("GID index %d: %w", c.gidx, err)
+		}
+	} else if gid, err = s.dev.FindGID(c.ibPort, uverbs.GIDTypeRoCEv2, netip.Addr{}); err != nil {
+		return err
+	}
+	me := perfPeer{QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, LID: port.LID, GID: gid.GID,
+		RKey: s.mr.RKey(), Addr: s.mr.Addr() + uint64(c.size), MTU: port.ActiveMTU, Test: c.test, Size: c.size, N: c.iters}
+	conn, peer, err := perfExchange(c, me)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ep := func(p perfPeer) uverbs.Endpoint {
+		return uverbs.Endpoint{LID: p.LID, QPN: p.QPN, PSN: p.PSN, GID: p.GID, MTU: p.MTU}
+	}
+	// The path MTU is the smaller of the two ports' active MTUs, as
+	// perftest takes it (1024 on rxe over a 1500-byte netdev).
+	if err := s.qp.ConnectRC(ep(me), ep(peer), &uverbs.ConnectOptions{Port: uint8(c.ibPort),
+		GIDIndex: gid.Index, GIDType: gid.Type}); err != nil {
 		return err
 	}
 	// Receives are posted ahead where perftest posts them: on both sides
@@ -255,24 +280,6 @@ func runPerf(out io.Writer, c *perfConfig) error {
 				return err
 			}
 		}
-	}
-	port, err := s.dev.QueryPort(c.ibPort)
-	if err != nil {
-		return err
-	}
-	gid, err := s.dev.QueryGID(c.ibPort, c.gidx)
-	if err != nil {
-		return fmt.Errorf("GID index %d: %w", c.gidx, err)
-	}
-	me := perfPeer{QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, LID: port.LID, GID: gid.GID,
-		RKey: s.mr.RKey(), Addr: s.mr.Addr() + uint64(c.size), MTU: port.ActiveMTU, Test: c.test, Size: c.size, N: c.iters}
-	conn, peer, err := perfExchange(c, me)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := s.connect(c, me, peer); err != nil {
-		return err
 	}
 	// Both sides are at RTS before either sends.
 	if err := perfSync(conn); err != nil {
@@ -326,26 +333,6 @@ func (s *perfSide) repost() error {
 	}
 	s.recvLeft--
 	return s.postRecv()
-}
-
-func (s *perfSide) connect(c *perfConfig, me, peer perfPeer) error {
-	// The path MTU is the smaller of the two ports' active MTUs, as
-	// perftest takes it (1024 on rxe over a 1500-byte netdev).
-	mtu := me.MTU
-	if peer.MTU.Bytes() != 0 && peer.MTU < mtu {
-		mtu = peer.MTU
-	}
-	a := uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: mtu, DestQPN: peer.QPN, RQPSN: peer.PSN,
-		MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AH: uverbs.AHAttr{DLID: peer.LID, Port: uint8(c.ibPort), IsGlobal: true,
-			GRH: uverbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(c.gidx), HopLimit: 64}}}
-	if err := s.qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-		uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer); err != nil {
-		return err
-	}
-	a = uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: me.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}
-	return s.qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-		uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
 }
 
 // pollOne spins until q yields a completion and checks it.

@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
@@ -31,42 +30,29 @@ const (
 	ppSendWRID = 2
 )
 
-// ppDest is one side's address, as ibv_rc_pingpong exchanges it over TCP:
-// "LID:QPN:PSN:GID", "%04x:%06x:%06x:%s" with the GID as 32 hex digits of
-// its bytes, in a 52-byte message that includes the C string's NUL.
-type ppDest struct {
-	LID uint16
-	QPN uint32
-	PSN uint32
-	GID uverbs.GID
+// ppMsgLen is the length of ibv_rc_pingpong's address message: an
+// endpoint's text ("LID:QPN:PSN:GID", uverbs.Endpoint's) as a C string,
+// with its NUL.
+const ppMsgLen = uverbs.EndpointTextLen + 1
+
+// ppWire is the address message for e; the tool's endpoints have
+// 24-bit QPNs and PSNs and no MTU, address or key, so it cannot fail.
+func ppWire(e uverbs.Endpoint) []byte {
+	b := make([]byte, 0, ppMsgLen)
+	b, err := e.AppendText(b)
+	if err != nil {
+		panic(err)
+	}
+	return append(b, 0)
 }
 
-const ppMsgLen = len("0000:000000:000000:00000000000000000000000000000000") + 1
-
-func (d ppDest) wire() []byte {
-	s := fmt.Sprintf("%04x:%06x:%06x:%s", d.LID, d.QPN, d.PSN, hex.EncodeToString(d.GID[:]))
-	b := make([]byte, ppMsgLen)
-	copy(b, s)
-	return b
-}
-
-func parseDest(b []byte) (ppDest, error) {
-	s, _, _ := strings.Cut(string(b), "\x00")
-	f := strings.Split(s, ":")
-	if len(f) != 4 || len(f[3]) != 32 {
-		return ppDest{}, fmt.Errorf("bad address message %q", s)
+// parseDest reads the peer's address message.
+func parseDest(b []byte) (uverbs.Endpoint, error) {
+	var e uverbs.Endpoint
+	if err := e.UnmarshalText(b); err != nil {
+		return uverbs.Endpoint{}, fmt.Errorf("bad address message: %w", err)
 	}
-	var d ppDest
-	lid, err1 := strconv.ParseUint(f[0], 16, 16)
-	qpn, err2 := strconv.ParseUint(f[1], 16, 24)
-	psn, err3 := strconv.ParseUint(f[2], 16, 24)
-	g, err4 := hex.DecodeString(f[3])
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return ppDest{}, fmt.Errorf("bad address message %q: %w", s, err)
-	}
-	d.LID, d.QPN, d.PSN = uint16(lid), uint32(qpn), uint32(psn)
-	copy(d.GID[:], g)
-	return d, nil
+	return e, nil
 }
 
 type ppConfig struct {
@@ -89,8 +75,8 @@ type ppConfig struct {
 // udQKey is the Q_Key ibv_ud_pingpong uses, and udGRH the room a UD
 // receive needs before the payload for the global route header.
 const (
-	udQKey = 0x11111111
-	udGRH  = 40
+	udQKey = uverbs.DefaultQKey
+	udGRH  = uverbs.GRHSize
 )
 
 func mtuOf(n int) (uverbs.MTU, bool) {
@@ -124,7 +110,7 @@ func pingpong(out io.Writer, args []string) int {
 	fs.IntVar(&c.iters, "n", 1000, "`number` of exchanges")
 	fs.IntVar(&c.sl, "l", 0, "service `level`")
 	fs.BoolVar(&c.events, "e", false, "sleep on CQ events (default: poll)")
-	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (RoCE needs one)")
+	fs.IntVar(&c.gidx, "g", -1, "local port GID `index` (default: on RoCE, the first RoCE v2 GID)")
 	fs.DurationVar(&c.warmup, "warmup", 0, "spin this `long` after connecting, before the timed exchanges (0: not at all)")
 	fs.Var(&c.cpu, "cpu", cpuUsage)
 	fs.Usage = func() {
@@ -243,13 +229,6 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	if int(qp.Cap().MaxInlineData) >= c.size {
 		sendFlags |= uverbs.SendInline
 	}
-	initMask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags
-	if c.ud {
-		initMask = uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey
-	}
-	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPInit, Port: uint8(c.ibPort), QKey: udQKey}, initMask); err != nil {
-		return fmt.Errorf("failed to modify QP to INIT: %w", err)
-	}
 	recvWR := []uverbs.RecvWR{{WRID: ppRecvWRID, SGL: []uverbs.SGE{mr.SGE(0, c.size+grh)}}}
 	postRecvs := func(n int) int {
 		for i := 0; i < n; i++ {
@@ -259,9 +238,14 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 		}
 		return n
 	}
-	routs := postRecvs(c.rxDepth)
-	if routs < c.rxDepth {
-		return fmt.Errorf("couldn't post receive (%d)", routs)
+	// The receives go in once the QP has left RESET, before the peer
+	// hears of it: UD's before the exchange, RC's as it connects.
+	routs := 0
+	fill := func() error {
+		if routs = postRecvs(c.rxDepth); routs < c.rxDepth {
+			return fmt.Errorf("couldn't post receive (%d)", routs)
+		}
+		return nil
 	}
 	if c.events {
 		if err := q.ReqNotify(false); err != nil {
@@ -272,16 +256,34 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	if err != nil {
 		return err
 	}
-	my := ppDest{LID: port.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff}
+	my := uverbs.Endpoint{LID: port.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff}
 	if port.LinkLayer != uverbs.LinkLayerEthernet && my.LID == 0 {
 		return errors.New("couldn't get local LID")
 	}
-	if c.gidx >= 0 {
+	// The QP's options: ibv_rc_pingpong's and ibv_ud_pingpong's values.
+	copts := &uverbs.ConnectOptions{Port: uint8(c.ibPort), PathMTU: c.mtu, SL: uint8(c.sl), HopLimit: 1,
+		Access: uverbs.AccessLocalWrite, QKey: udQKey}
+	switch {
+	case c.gidx >= 0:
 		g, err := dev.QueryGID(c.ibPort, c.gidx)
 		if err != nil {
 			return fmt.Errorf("can't read sgid of index %d: %w", c.gidx, err)
 		}
-		my.GID = g.GID
+		my.GID, copts.GIDIndex, copts.GIDType = g.GID, c.gidx, g.Type
+	case port.LinkLayer == uverbs.LinkLayerEthernet: // RoCE needs a GID: no index to guess
+		g, err := dev.FindGID(c.ibPort, uverbs.GIDTypeRoCEv2, netip.Addr{})
+		if err != nil {
+			return err
+		}
+		my.GID, copts.GIDIndex, copts.GIDType = g.GID, g.Index, g.Type
+	}
+	if c.ud {
+		if err := qp.ConnectUD(my, copts); err != nil {
+			return err
+		}
+		if err := fill(); err != nil {
+			return err
+		}
 	}
 	sep := "," // ibv_ud_pingpong prints a colon here
 	if c.ud {
@@ -295,47 +297,18 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 			ah.Close()
 		}
 	}()
-	connectUD := func(rem ppDest) error {
-		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState); err != nil {
-			return fmt.Errorf("failed to modify QP to RTR: %w", err)
-		}
-		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: my.PSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
-			return fmt.Errorf("failed to modify QP to RTS: %w", err)
-		}
-		a := uverbs.AHAttr{DLID: rem.LID, SL: uint8(c.sl), Port: uint8(c.ibPort)}
-		if !allZero(rem.GID[8:]) {
-			a.IsGlobal = true
-			a.GRH = uverbs.GlobalRoute{DGID: rem.GID, HopLimit: 1, SGIDIndex: uint8(max(c.gidx, 0))}
-		}
-		var err error
-		if ah, err = pd.NewAH(a); err != nil {
-			return fmt.Errorf("failed to create AH: %w", err)
-		}
-		return nil
-	}
-	connect := func(rem ppDest) error {
+	connect := func(rem uverbs.Endpoint) error {
 		if c.ud {
-			return connectUD(rem)
+			var err error
+			ah, err = pd.NewAHTo(my, rem, copts)
+			return err
 		}
-		attr := uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: c.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN,
-			MaxDestRdAtomic: 1, MinRNRTimer: 12,
-			AH: uverbs.AHAttr{DLID: rem.LID, SL: uint8(c.sl), Port: uint8(c.ibPort)}}
-		if !allZero(rem.GID[8:]) { // the interface id: a GID is there
-			attr.AH.IsGlobal = true
-			attr.AH.GRH = uverbs.GlobalRoute{DGID: rem.GID, HopLimit: 1, SGIDIndex: uint8(max(c.gidx, 0))}
+		if err := qp.ConnectRC(my, rem, copts); err != nil {
+			return err
 		}
-		if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-			uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer); err != nil {
-			return fmt.Errorf("failed to modify QP to RTR: %w", err)
-		}
-		attr = uverbs.QPAttr{State: uverbs.QPRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: my.PSN, MaxRdAtomic: 1}
-		if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-			uverbs.QPAttrRNRRetry|uverbs.QPAttrSQPSN|uverbs.QPAttrMaxQPRdAtomic); err != nil {
-			return fmt.Errorf("failed to modify QP to RTS: %w", err)
-		}
-		return nil
+		return fill()
 	}
-	var rem ppDest
+	var rem uverbs.Endpoint
 	if c.server != "" {
 		rem, err = ppClientExchange(c.server, c.port, my)
 		if err == nil {
@@ -430,66 +403,57 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	return nil
 }
 
-func allZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // ppClientExchange is ibv_rc_pingpong's client side: send our address,
 // read the server's, then say "done".
-func ppClientExchange(host string, port int, my ppDest) (ppDest, error) {
+func ppClientExchange(host string, port int, my uverbs.Endpoint) (uverbs.Endpoint, error) {
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), 10*time.Second)
 	if err != nil {
-		return ppDest{}, fmt.Errorf("couldn't connect to %s:%d: %w", host, port, err)
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't connect to %s:%d: %w", host, port, err)
 	}
 	defer conn.Close()
-	if _, err := conn.Write(my.wire()); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
+	if _, err := conn.Write(ppWire(my)); err != nil {
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't send local address: %w", err)
 	}
 	msg := make([]byte, ppMsgLen)
 	if _, err := io.ReadFull(conn, msg); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", err)
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't read remote address: %w", err)
 	}
 	if _, err := conn.Write([]byte("done\x00")); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't write done: %w", err)
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't write done: %w", err)
 	}
 	return parseDest(msg)
 }
 
 // ppServerExchange is the server side: read the client's address, connect
 // the QP, send ours, and wait for the client's word.
-func ppServerExchange(port int, my ppDest, connect func(ppDest) error) (ppDest, error) {
+func ppServerExchange(port int, my uverbs.Endpoint, connect func(uverbs.Endpoint) error) (uverbs.Endpoint, error) {
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
-		return ppDest{}, fmt.Errorf("couldn't listen to port %d: %w", port, err)
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't listen to port %d: %w", port, err)
 	}
 	conn, err := ln.Accept()
 	ln.Close()
 	if err != nil {
-		return ppDest{}, fmt.Errorf("accept: %w", err)
+		return uverbs.Endpoint{}, fmt.Errorf("accept: %w", err)
 	}
 	defer conn.Close()
 	msg := make([]byte, ppMsgLen)
 	if _, err := io.ReadFull(conn, msg); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", err)
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't read remote address: %w", err)
 	}
 	rem, err := parseDest(msg)
 	if err != nil {
-		return ppDest{}, err
+		return uverbs.Endpoint{}, err
 	}
 	if err := connect(rem); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't connect to remote QP: %w", err)
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't connect to remote QP: %w", err)
 	}
-	if _, err := conn.Write(my.wire()); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
+	if _, err := conn.Write(ppWire(my)); err != nil {
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't send local address: %w", err)
 	}
 	// The client answers "done" (5 bytes); any answer will do.
 	if _, err := conn.Read(msg); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't read the client's done: %w", err)
+		return uverbs.Endpoint{}, fmt.Errorf("couldn't read the client's done: %w", err)
 	}
 	return rem, nil
 }

@@ -41,6 +41,10 @@ var layers = map[string][]string{
 	"internal/mlx5model": {"internal/transport", "uapi"},
 }
 
+// examplesMayImport is what the programs in examples/ may import of
+// goverbs (their tests may use the test helpers too).
+var examplesMayImport = []string{"cq", "uverbs"}
+
 // deps are the modules outside the standard library that goverbs may
 // import: x/sys everywhere, go-cmp in tests only (README: dependencies).
 var (
@@ -79,6 +83,9 @@ func TestLayers(t *testing.T) {
 				t.Errorf("%s on %s/%s: cgo in %v; goverbs has none", rel, tg.goos, tg.goarch, p.CgoFiles)
 			}
 			allowed, layered := layers[rel]
+			if strings.HasPrefix(rel, "examples/") { // programs a user could write: the public API only
+				allowed, layered = examplesMayImport, true
+			}
 			for _, imp := range p.Imports {
 				checkImport(errorf, rel, imp, allowed, layered, libraryDeps)
 			}

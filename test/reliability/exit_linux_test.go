@@ -147,27 +147,11 @@ func connectRC(a, b *uverbs.QP) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range []struct{ qp, peer *uverbs.QP }{{a, b}, {b, a}} {
-		steps := []struct {
-			attr uverbs.QPAttr
-			mask uverbs.QPAttrMask
-		}{
-			{uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite},
-				uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
-			{uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: p.peer.QPN(), RQPSN: 1,
-				MaxDestRdAtomic: 1, MinRNRTimer: 1,
-				AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
-				uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
-					uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
-			{uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-				uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt |
-					uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic},
-		}
-		for _, s := range steps {
-			if err := p.qp.Modify(&s.attr, s.mask); err != nil {
-				return err
-			}
-		}
+	ea := uverbs.Endpoint{QPN: a.QPN(), PSN: 1, GID: gid}
+	eb := uverbs.Endpoint{QPN: b.QPN(), PSN: 1, GID: gid}
+	opts := &uverbs.ConnectOptions{PathMTU: uverbs.MTU1024, MinRNRTimer: 1, GIDIndex: 1}
+	if err := a.ConnectRC(ea, eb, opts); err != nil {
+		return err
 	}
-	return nil
+	return b.ConnectRC(eb, ea, opts)
 }

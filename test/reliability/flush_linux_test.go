@@ -168,16 +168,12 @@ func TestFlushAfterRetryExceeded(t *testing.T) {
 	scq, rcq := o.newCQ(t, 512), o.newCQ(t, 512)
 	a := o.newQP(t, scq, rcq, 128, false)
 	gid := rdmatest.GID(t, 1)
-	rdmatest.Modify(t, a, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: rdmatest.AllAccess},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-	rdmatest.Modify(t, a, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: 0xfff0, // nobody
-		RQPSN: 1, MaxDestRdAtomic: 1, MinRNRTimer: 1,
-		AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
-		uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-			uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
-	rdmatest.Modify(t, a, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 1, Timeout: 8, RetryCnt: 1, RNRRetry: 1, MaxRdAtomic: 1},
-		uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-			uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
+	// Nobody has QPN 0xfff0; short timeouts and one retry.
+	if err := a.ConnectRC(uverbs.Endpoint{QPN: a.QPN(), PSN: 1, GID: gid}, uverbs.Endpoint{QPN: 0xfff0, PSN: 1, GID: gid},
+		&uverbs.ConnectOptions{PathMTU: uverbs.MTU1024, Access: rdmatest.AllAccess, GIDIndex: 1, MinRNRTimer: 1,
+			Timeout: 8, RetryCnt: 1, RNRRetry: 1}); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	postFlushLoad(t, o, a)
 	var sends []cq.WC

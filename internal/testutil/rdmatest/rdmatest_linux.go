@@ -53,45 +53,59 @@ func Modify(tb testing.TB, qp *uverbs.QP, a uverbs.QPAttr, m uverbs.QPAttrMask) 
 	if err := qp.Modify(&a, m); err != nil {
 		tb.Fatal(err)
 	}
-	got, err := qp.Query(uverbs.QPAttrState)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if got.State != a.State {
-		tb.Fatalf("QP %d is %v after modify to %v", qp.QPN(), got.State, a.State)
-	}
+	checkState(tb, qp, a.State)
 }
 
 // AllAccess is every remote right a test QP or MR gets.
 const AllAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite | uverbs.AccessRemoteAtomic
 
-// ConnectRC brings two RC QPs of one device to RTS, each the other's peer,
-// over GID index 1 (RoCE v2).
+// ConnectRC brings two RC QPs of one device to RTS, each the other's
+// peer, with uverbs' QP.ConnectRC: over GID index GIDIndex() (1, RoCE v2
+// on rxe), every remote right, four RDMA reads or atomics in flight each
+// way, and an RNR timer of 1.
 func ConnectRC(tb testing.TB, a, b *uverbs.QP) {
 	tb.Helper()
 	gi := GIDIndex()
-	gid := GID(tb, gi)
-	for _, p := range []struct{ qp, peer *uverbs.QP }{{a, b}, {b, a}} {
-		Modify(tb, p.qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: AllAccess},
-			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-		Modify(tb, p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: p.peer.QPN(),
-			RQPSN: 100, MaxDestRdAtomic: 4, MinRNRTimer: 1,
-			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: uint8(gi), HopLimit: 64}}},
-			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
-		Modify(tb, p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
-			uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-				uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic)
+	ea := uverbs.Endpoint{QPN: a.QPN(), PSN: 100, GID: GID(tb, gi)}
+	eb := uverbs.Endpoint{QPN: b.QPN(), PSN: 100, GID: ea.GID}
+	opts := &uverbs.ConnectOptions{Port: 1, Access: AllAccess, PathMTU: uverbs.MTU1024, GIDIndex: gi,
+		MaxRdAtomic: 4, MaxDestRdAtomic: 4, MinRNRTimer: 1}
+	if gi == 0 { // looked up by GID: the type of entry 0 picks it among equal GIDs
+		e, err := a.PD().Context().QueryGID(1, 0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		opts.GIDType = e.Type
+	}
+	for _, p := range []struct {
+		qp          *uverbs.QP
+		local, peer uverbs.Endpoint
+	}{{a, ea, eb}, {b, eb, ea}} {
+		if err := p.qp.ConnectRC(p.local, p.peer, opts); err != nil {
+			tb.Fatal(err)
+		}
+		checkState(tb, p.qp, uverbs.QPRTS)
 	}
 }
 
-// ReadyUD brings a UD QP to RTS with the given Q_Key.
+// ReadyUD brings a UD QP to RTS with the given Q_Key (QP.ConnectUD).
 func ReadyUD(tb testing.TB, qp *uverbs.QP, qkey uint32) {
 	tb.Helper()
-	Modify(tb, qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: qkey},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey)
-	Modify(tb, qp, uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState)
-	Modify(tb, qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 1}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
+	if err := qp.ConnectUD(uverbs.Endpoint{QPN: qp.QPN(), PSN: 1}, &uverbs.ConnectOptions{Port: 1, QKey: qkey}); err != nil {
+		tb.Fatal(err)
+	}
+	checkState(tb, qp, uverbs.QPRTS)
+}
+
+func checkState(tb testing.TB, qp *uverbs.QP, want uverbs.QPState) {
+	tb.Helper()
+	got, err := qp.Query(uverbs.QPAttrState)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if got.State != want {
+		tb.Fatalf("QP %d is %v, want %v", qp.QPN(), got.State, want)
+	}
 }
 
 // PollN polls q until n completions came, or fails the test after 10 s.
