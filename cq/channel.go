@@ -44,10 +44,11 @@ type Channel struct {
 	readFn    func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
 	unwatchFn func(epfd uintptr)      // = ch.unwatch
 
-	mu     sync.RWMutex
-	users  int            // guarded by mu: CQs attached
-	closed atomic.Bool    // set by Close under mu; read with or without it
-	table  map[uint64]*CQ // guarded by mu: event handle -> CQ
+	mu      sync.RWMutex
+	users   int            // guarded by mu: CQs attached
+	closed  atomic.Bool    // set by Close (or its context's) under mu; read with or without it
+	fdsGone bool           // guarded by mu: closeFDs has been called
+	table   map[uint64]*CQ // guarded by mu: event handle -> CQ
 
 	// rd waits on ep. Its turn is held by whoever reads the fd: the
 	// holder owns ep's read deadline and the fields below. Close takes it
@@ -159,17 +160,42 @@ func (ch *Channel) Close() error {
 		return &OpError{Op: op, Device: ch.dev, Err: &busyError{n: n, what: "CQ", verb: "attached to the channel"}}
 	}
 	ch.closed.Store(true)
+	ch.fdsGone = true
 	ch.mu.Unlock()
+	if err := ch.closeFDs(); err != nil {
+		return &OpError{Op: op, Device: ch.dev, Err: err}
+	}
+	return nil
+}
+
+// closeFDs closes both fds once closed is set: it wakes a parked Wait and
+// closes the channel's fd only when no Wait or TryWait is reading it.
+func (ch *Channel) closeFDs() error {
 	err := ch.ep.Close()                 // wakes a parked Wait, which then gives up its turn
 	_ = ch.rd.Lock(context.Background()) // no Wait or TryWait is reading the fd now
 	if ferr := ch.f.Close(); err == nil {
 		err = ferr
 	}
 	ch.rd.Unlock()
-	if err != nil {
-		return &OpError{Op: op, Device: ch.dev, Err: err}
+	return err
+}
+
+// shut closes the channel because its device context closed, whatever
+// CQs still use it (the context's close ended them first): a parked Wait
+// wakes with ErrClosed, and every later call returns ErrClosed. With
+// fds false it only marks the channel closed, for a context that closes
+// its kernel objects next (a Wait they wake then says ErrClosed, not
+// what the fd says); a later shut closes the fds.
+func (ch *Channel) shut(fds bool) {
+	ch.mu.Lock()
+	ch.closed.Store(true)
+	if !fds || ch.fdsGone {
+		ch.mu.Unlock()
+		return
 	}
-	return nil
+	ch.fdsGone = true
+	ch.mu.Unlock()
+	_ = ch.closeFDs()
 }
 
 func (ch *Channel) isClosed() bool { return ch.closed.Load() }
@@ -196,11 +222,11 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	}
 	defer ch.rd.Unlock()
 	for {
+		if ch.isClosed() { // by Close, or by its context's Close with events pending
+			return nil, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
+		}
 		if c := ch.next(); c != nil {
 			return c, nil
-		}
-		if ch.isClosed() {
-			return nil, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, &OpError{Op: op, Device: ch.dev, Err: err}
@@ -220,13 +246,25 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 				continue // its CQ is gone: dropped, as next drops it
 			}
 			if ch.readErr != nil {
-				return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
+				return nil, ch.waitErr(ch.readErr)
 			}
 		}
 		if err := ch.park(ctx); err != nil {
-			return nil, &OpError{Op: op, Device: ch.dev, Err: err}
+			return nil, ch.waitErr(err)
 		}
 	}
+}
+
+// waitErr is the error of a Wait or TryWait whose read or park failed:
+// ErrClosed if the channel was closed meanwhile (its context's Close may
+// have made the fd fail first), else err.
+//
+//go:noinline
+func (ch *Channel) waitErr(err error) error {
+	if ch.isClosed() {
+		err = ErrClosed
+	}
+	return &OpError{Op: "get cq event", Device: ch.dev, Err: err}
 }
 
 // park reads the fd, parking on the poller until at least one event came
@@ -273,11 +311,11 @@ func (ch *Channel) TryWait() (*CQ, error) {
 	}
 	defer ch.rd.Unlock()
 	for {
+		if ch.isClosed() { // by Close, or by its context's Close with events pending
+			return nil, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
+		}
 		if c := ch.next(); c != nil {
 			return c, nil
-		}
-		if ch.isClosed() {
-			return nil, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
 		}
 		if ch.watched {
 			ch.unwatchNow() // a caller that does not park: its events need not wake the poller
@@ -285,7 +323,7 @@ func (ch *Channel) TryWait() (*CQ, error) {
 		ch.readErr = nil
 		ch.readEvents(1) // the turn keeps Close from closing the fd under it
 		if ch.readErr != nil {
-			return nil, &OpError{Op: op, Device: ch.dev, Err: ch.readErr}
+			return nil, ch.waitErr(ch.readErr)
 		}
 		if ch.lastRead == 0 {
 			return nil, errNoEvent

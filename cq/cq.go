@@ -42,16 +42,19 @@ type Ring interface {
 // RingLock is the CQ's side of a Ring's poll: the CQ's lock and its error
 // word. A Ring's PollRing, in this order:
 //
-//  1. returns *l.Err() if it is not nil: the CQ is closed or broken
-//     (a Ring whose look finds no ring once its CQ is closed or broken,
-//     which Close and the backend that calls Fail see to, may read the
-//     error word only then);
+//  1. returns *l.Err() if it is not nil and the CQ is not Draining: the
+//     CQ is closed or broken (a Ring whose look finds no ring once its CQ
+//     is closed or broken, which Close and the backend that calls Fail
+//     see to, may read the error word only then); while it is Draining,
+//     goes on to step 3;
 //  2. returns 0 if the ring is empty, reading it without the lock: the
 //     ring may be given back (Close, Resize) at the same time, so the
 //     provider keeps a ring it gave back readable, reading as empty,
 //     until nothing can reach it;
-//  3. takes l.Lock, returns *l.Err() (unlocking) if it is now set,
-//     consumes up to len(wcs) completions, and l.Unlock.
+//  3. takes l.Lock, returns *l.Err() (unlocking) if it is now set and
+//     the CQ is not Draining, consumes up to len(wcs) completions, and,
+//     while Draining, returns l.Drained(n) for the n it consumed; then
+//     l.Unlock.
 //
 // In step 3 a Ring that can tell, under the lock, that Close has not run
 // (its ring is still the one it looked at: Close releases it under the
@@ -67,6 +70,11 @@ type Ring interface {
 type RingLock struct {
 	mu  sync.Mutex
 	err atomic.Pointer[error]
+	// drain is err while err is an overrun (Fail) whose ring still holds
+	// the completions that came before it: Poll hands them out before
+	// err. Another value (nil once drained; err replaced by Close) means
+	// no drain.
+	drain atomic.Pointer[error]
 	// single: the CQ was made WithSingleThreaded, and Lock and Unlock do
 	// nothing (set by New before the Ring gets the RingLock).
 	single bool
@@ -93,9 +101,40 @@ func (l *RingLock) Unlock() {
 	}
 }
 
-// Fail records the error that broke the CQ (an overrun): Poll returns it
-// from now on. The first error stays; Close's ErrClosed replaces it.
-func (l *RingLock) Fail(err error) { l.err.CompareAndSwap(nil, &err) }
+// Fail records the error that broke the CQ (an overrun). Poll first
+// hands out what the ring still holds (the CQ is Draining), and returns
+// the error from the first Poll that finds the ring empty on. The first
+// error stays; Close's ErrClosed replaces it. It takes no lock: it may
+// run with any lock held.
+func (l *RingLock) Fail(err error) {
+	p := &err
+	// drain before err, so a look that finds err finds drain; where err
+	// is already set (an earlier Fail, or Close), the two differ and no
+	// drain begins.
+	if l.drain.CompareAndSwap(nil, p) {
+		l.err.CompareAndSwap(nil, p)
+	}
+}
+
+// Draining reports whether Fail recorded an overrun whose ring is not yet
+// drained: Poll still hands out what the ring holds. Only under the lock
+// is the answer final.
+func (l *RingLock) Draining() bool {
+	d := l.drain.Load()
+	return d != nil && d == l.err.Load()
+}
+
+// Drained is step 3's result while Draining, under the lock, for the n
+// completions the Poll consumed: (n, nil) while there were any; once a
+// Poll finds the ring empty, the drain ends and the error is returned,
+// by that Poll and every later one.
+func (l *RingLock) Drained(n int) (int, error) {
+	if n > 0 {
+		return n, nil
+	}
+	l.drain.Store(nil)
+	return 0, *l.err.Load()
+}
 
 // RingBackend is a Backend with a Ring for Poll.
 type RingBackend interface {
@@ -113,10 +152,14 @@ type backendRing struct{ be Backend }
 func (r *backendRing) PollRing(wcs []WC, l *RingLock) (int, error) {
 	l.Lock()
 	defer l.Unlock()
-	if e := l.Err(); e != nil {
+	if e := l.Err(); e != nil && !l.Draining() {
 		return 0, *e
 	}
-	return r.be.Poll(wcs)
+	n, err := r.be.Poll(wcs)
+	if err == nil && l.Draining() {
+		return l.Drained(n)
+	}
+	return n, err
 }
 
 // Request is what a Backend is created from.
@@ -173,7 +216,7 @@ func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v }
 // it: the racing Poll returns 0 or ErrClosed (see RingLock). A
 // single-threaded CQ's Poll consumes without the lock, on the caller's
 // promise that nothing races it. Calls after Close return an error
-// wrapping ErrClosed. Ack is a single atomic add.
+// wrapping ErrClosed. Ack is a single atomic compare-and-swap.
 type CQ struct {
 	be   Backend
 	cfg  Config
@@ -334,13 +377,36 @@ func (c *CQ) eventRead() bool {
 }
 
 // Ack acknowledges n completion events of the CQ that Wait or TryWait
-// returned (ibv_ack_cq_events). It is one atomic add, so acknowledge in
-// batches or one by one as suits; Close refuses to destroy a CQ while
-// events it delivered are unacknowledged.
-func (c *CQ) Ack(n int) {
-	if n > 0 {
-		c.acked.Add(uint64(n))
+// returned (ibv_ack_cq_events). It is one lock-free compare-and-swap, so
+// acknowledge in batches or one by one as suits; Close refuses to destroy
+// a CQ while events it delivered are unacknowledged. Acknowledging more
+// events than were delivered and not yet acknowledged, or a negative
+// number, is an error wrapping EINVAL and acknowledges nothing: no credit
+// is banked against later events. After Close it returns ErrClosed.
+func (c *CQ) Ack(n int) error {
+	for {
+		a, d := c.acked.Load(), c.delivered.Load()
+		if n < 0 || uint64(n) > d-a {
+			return c.ackErr(n, d-a)
+		}
+		if n == 0 || c.acked.CompareAndSwap(a, a+uint64(n)) {
+			if c.closed.Load() {
+				return c.ackErr(n, d-a)
+			}
+			return nil
+		}
 	}
+}
+
+// ackErr is Ack's error, off its path.
+//
+//go:noinline
+func (c *CQ) ackErr(n int, unacked uint64) error {
+	const op = "ack cq events"
+	if c.closed.Load() {
+		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
+	}
+	return &OpError{Op: op, Device: c.dev, Err: fmt.Errorf("%d events, with %d delivered and not acknowledged: %w", n, unacked, syscall.EINVAL)}
 }
 
 // Unacked returns how many delivered completion events are not yet acknowledged.
@@ -390,6 +456,26 @@ func (c *CQ) Close() error {
 		c.cfg.Channel.detach(c.user)
 	}
 	return nil
+}
+
+// shut ends the CQ when its device context closed, which destroyed it in
+// the kernel: release gives the provider's ring back, under the lock and
+// before the error word says ErrClosed (RingLock's protocol, as in Close),
+// and every later call returns ErrClosed.
+func (c *CQ) shut(release func()) {
+	c.lock.mu.Lock()
+	defer c.lock.mu.Unlock()
+	if c.closed.Load() {
+		return
+	}
+	if release != nil {
+		release()
+	}
+	c.closed.Store(true)
+	c.lock.err.Store(&errPollClosed)
+	if c.cfg.Channel != nil {
+		c.cfg.Channel.detach(c.user)
+	}
 }
 
 // busyError says how many things keep an object busy; it wraps EBUSY.

@@ -10,4 +10,20 @@ func init() {
 			f()
 		}
 	}
+	cqhook.Closed = func(ch any) bool {
+		c, ok := ch.(*Channel)
+		return ok && c != nil && c.isClosed()
+	}
+	cqhook.Shut = func(obj any, release func()) {
+		switch o := obj.(type) {
+		case *CQ:
+			if o != nil {
+				o.shut(release)
+			}
+		case *Channel:
+			if o != nil {
+				o.shut(release == nil)
+			}
+		}
+	}
 }

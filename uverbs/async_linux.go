@@ -2,11 +2,10 @@ package uverbs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -15,18 +14,21 @@ import (
 
 // asyncEvents is a Context's side of its async event fd (c.async, opened
 // non-blocking): how events are read, and the ack counters of the objects
-// events can name. Its zero value is ready; the fd is bound on first use.
+// events can name. Its zero value is ready; the fd is bound on first use,
+// which Open makes at once.
+//
+// A watcher goroutine reads the fd as soon as the Context is open,
+// parked on the Go runtime's poller while nothing is queued, whether or
+// not the application ever asks for an event: so a CQ_ERR breaks its CQ
+// (onEvent) even in a program that never reads async events. What it
+// reads waits in a queue for WaitAsyncEvent and TryAsyncEvent. The
+// watcher holds the Context only weakly, so a forgotten Context is still
+// collected (its cleanup closes the async fd, which ends the watcher).
 type asyncEvents struct {
 	once    sync.Once
 	initErr error
-	rd      fdturn.Reader      // c.async's: its turn's holder owns the fd's read deadline
-	fd      int                // c.async's number, for TryAsyncEvent under c.use
-	readFn  func(uintptr) bool // = s.readWait, bound once: a method value allocates at each use
-
-	// Guarded by holding the turn: the waiter's buffer and results.
-	wbuf [asyncEventSize]byte
-	wev  AsyncEvent
-	werr error
+	q       atomic.Pointer[asyncQueue] // set by init; the watcher's, which must not reach the Context
+	fd      int                        // c.async's number, for TryAsyncEvent under c.use
 
 	// mu is held for reading across each event's read and the lookup of
 	// its object, and for writing by trackAsync and untrackAsync. So an
@@ -42,13 +44,40 @@ type asyncEvents struct {
 	// fatal is set once DEVICE_FATAL has been read: the end of the event
 	// stream. A disassociated device queues it on the async fd and nothing
 	// after it, but the kernel keeps the fd open (the queue is freed only
-	// at release, uverbs_async_event_release), so a read after it would
-	// wait forever. Later waits fail with errDeviceFatal instead.
+	// at release, uverbs_async_event_release), so nothing reads it again.
 	fatal atomic.Bool
 }
 
+// asyncQueue holds the events read and not yet returned. Its fields are
+// guarded by mu, which is also held across every read of the fd (the
+// watcher's and TryAsyncEvent's), so events come out in the kernel's
+// order.
+type asyncQueue struct {
+	rd     fdturn.Reader // the async fd's: the watcher holds its turn
+	mu     sync.Mutex
+	events []AsyncEvent // read, not yet returned, oldest first
+	lost   uint64       // events dropped because the queue was full
+	// fatalOut is set once DEVICE_FATAL was returned: later calls fail
+	// with errDeviceFatal.
+	fatalOut bool
+	// ended is set when the watcher stopped (the fd closed or failed, or
+	// DEVICE_FATAL), with the read error in err.
+	ended bool
+	err   error
+	// wake is closed, and forgotten, when an event is queued or the
+	// watcher ends: parked waits select on it.
+	wake chan struct{}
+	buf  [asyncEventSize]byte // the watcher's
+}
+
+// maxQueuedAsync bounds the queue of a program that never reads async
+// events: beyond it the oldest are dropped (each about a port, a device,
+// or an object that has long been told: a CQ_ERR has broken its CQ
+// already).
+const maxQueuedAsync = 4096
+
 // errDeviceFatal is the error of every async event wait after
-// DEVICE_FATAL was read.
+// DEVICE_FATAL was returned.
 var errDeviceFatal = fmt.Errorf("the device reported DEVICE_FATAL, its last event: %w", unix.EIO)
 
 // asyncKey names an object async events can name.
@@ -57,17 +86,89 @@ type asyncKey struct {
 	handle uint64
 }
 
-// init binds the async fd once.
-func (s *asyncEvents) init(f *os.File) error {
+// init binds the async fd once and starts the watcher.
+func (s *asyncEvents) init(c *Context) error {
 	s.once.Do(func() {
-		s.readFn = s.readWait
-		err := s.rd.Init(f)
+		q := &asyncQueue{}
+		err := q.rd.Init(c.async)
 		if err == nil {
-			err = s.rd.Control(func(fd uintptr) { s.fd = int(fd) })
+			err = q.rd.Control(func(fd uintptr) { s.fd = int(fd) })
 		}
-		s.initErr = err
+		if s.initErr = err; err != nil {
+			return
+		}
+		s.q.Store(q)
+		q.rd.Lock(context.Background()) // the watcher's for good
+		go q.watch(weak.Make(c))
 	})
 	return s.initErr
+}
+
+// watch reads the async fd until it is closed or fails, or DEVICE_FATAL
+// came, parked on the runtime's poller while nothing is queued.
+func (q *asyncQueue) watch(wc weak.Pointer[Context]) {
+	defer q.rd.Unlock()
+	var rerr error
+	read := func(fd uintptr) bool {
+		c := wc.Value()
+		if c == nil {
+			return true // the Context was collected
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for !c.events.fatal.Load() {
+			ev, ok, err := c.events.read(int(fd), &q.buf)
+			switch {
+			case err != nil:
+				rerr = err
+				return true
+			case !ok:
+				return false // read until EAGAIN: park
+			}
+			q.push(ev)
+		}
+		return true
+	}
+	err := q.rd.Wait(context.Background(), read)
+	if err == nil {
+		err = rerr
+	}
+	q.mu.Lock()
+	q.ended, q.err = true, err
+	q.wakeAll()
+	q.mu.Unlock()
+}
+
+// push queues ev and wakes the waits; mu is held.
+func (q *asyncQueue) push(ev AsyncEvent) {
+	if len(q.events) >= maxQueuedAsync {
+		q.events = q.events[1:]
+		q.lost++
+	}
+	q.events = append(q.events, ev)
+	q.wakeAll()
+}
+
+// wakeAll wakes every parked wait; mu is held.
+func (q *asyncQueue) wakeAll() {
+	if q.wake != nil {
+		close(q.wake)
+		q.wake = nil
+	}
+}
+
+// pop returns the oldest queued event; mu is held.
+func (q *asyncQueue) pop() (AsyncEvent, bool) {
+	if len(q.events) == 0 {
+		return AsyncEvent{}, false
+	}
+	ev := q.events[0]
+	q.events[0] = AsyncEvent{}
+	q.events = q.events[1:]
+	if ev.Type == EventDeviceFatal {
+		q.fatalOut = true
+	}
+	return ev, true
 }
 
 // read reads at most one event from fd without blocking, and finds the
@@ -103,25 +204,6 @@ func (s *asyncEvents) read(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok
 	return ev, true, nil
 }
 
-// readWait is the waiter's read: false (park) while nothing is queued.
-// After DEVICE_FATAL nothing more comes: it fails at once.
-func (s *asyncEvents) readWait(fd uintptr) bool {
-	if s.fatal.Load() {
-		s.werr = errDeviceFatal
-		return true
-	}
-	ev, ok, err := s.read(int(fd), &s.wbuf)
-	switch {
-	case err != nil:
-		s.werr = err
-	case !ok:
-		return false
-	default:
-		s.wev = ev
-	}
-	return true
-}
-
 // TryAsyncEvent returns the next async event of the device if one is
 // queued (ibv_get_async_event on a non-blocking fd), and false if none
 // is. It never blocks and allocates nothing, and may run beside
@@ -133,28 +215,41 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 	}
 	defer c.done()
 	s := &c.events
-	if err := s.init(c.async); err != nil {
+	if err := s.init(c); err != nil {
 		return AsyncEvent{}, false, c.opErr(op, err)
 	}
-	if s.fatal.Load() {
-		return AsyncEvent{}, false, c.opErr(op, errDeviceFatal)
+	q := s.q.Load()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if ev, ok := q.pop(); ok {
+		return ev, true, nil
 	}
+	switch {
+	case q.fatalOut:
+		return AsyncEvent{}, false, c.opErr(op, errDeviceFatal)
+	case q.ended && q.err != nil:
+		return AsyncEvent{}, false, c.asyncErr(op, q.err)
+	case q.ended || s.fatal.Load():
+		return AsyncEvent{}, false, nil
+	}
+	// Nothing queued: read the fd, in case the watcher has not yet. The
+	// queue's lock orders this read with the watcher's.
 	var buf [asyncEventSize]byte
 	ev, ok, err := s.read(s.fd, &buf)
 	if err != nil {
 		return AsyncEvent{}, false, c.opErr(op, err)
 	}
 	if ok && ev.Type == EventDeviceFatal {
-		// Nothing more will come: wake a WaitAsyncEvent parked beside us.
-		s.rd.Kick()
+		q.fatalOut = true
+		q.wakeAll() // nothing more will come: parked waits end
 	}
 	return ev, ok, nil
 }
 
 // WaitAsyncEvent waits for the next async event of the device
 // (ibv_get_async_event) and returns it; acknowledge it with
-// AsyncEvent.Ack. The wait parks the goroutine on the Go runtime's
-// poller, not an OS thread.
+// AsyncEvent.Ack. The wait parks the goroutine, not an OS thread: the
+// Context's watcher reads the fd on the Go runtime's poller.
 //
 // It ends early with an error that wraps ctx.Err() (context.Canceled or
 // context.DeadlineExceeded) when ctx is done, and with one that wraps
@@ -162,8 +257,13 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 // DEVICE_FATAL is the last event a device reports (one whose driver was
 // removed queues it, then nothing): once it has been returned, every
 // later wait, and TryAsyncEvent, fails at once with an error wrapping EIO.
-// Concurrent calls wait their turn: one at a time reads, while the others
-// still honour their own ctx.
+// Concurrent calls each take a different event, and each honours its
+// own ctx.
+//
+// The Context reads its events as they come, whether or not anything
+// waits for them (a CQ_ERR breaks its CQ at once), and queues them for
+// WaitAsyncEvent and TryAsyncEvent, up to 4096: beyond that the oldest
+// are dropped.
 //
 // Every Context of a device gets each of its events. The kernel hands a
 // port event to the Contexts one after another from a work item of that
@@ -177,34 +277,57 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		return AsyncEvent{}, c.opErr(op, ErrClosed)
 	}
 	s := &c.events
-	if err := s.init(c.async); err != nil {
+	if err := s.init(c); err != nil {
 		return AsyncEvent{}, c.asyncErr(op, err)
 	}
-	if err := s.rd.Lock(ctx); err != nil {
-		return AsyncEvent{}, c.opErr(op, err)
+	q := s.q.Load()
+	for {
+		if c.closed.Load() {
+			return AsyncEvent{}, c.opErr(op, ErrClosed)
+		}
+		if err := ctx.Err(); err != nil {
+			return AsyncEvent{}, c.opErr(op, err)
+		}
+		q.mu.Lock()
+		if ev, ok := q.pop(); ok {
+			q.mu.Unlock()
+			return ev, nil
+		}
+		switch {
+		case c.closed.Load(): // checked under mu, which Close's wakeWaits takes after setting it
+			q.mu.Unlock()
+			return AsyncEvent{}, c.opErr(op, ErrClosed)
+		case q.fatalOut:
+			q.mu.Unlock()
+			return AsyncEvent{}, c.opErr(op, errDeviceFatal)
+		case q.ended:
+			err := q.err
+			q.mu.Unlock()
+			if err == nil {
+				err = errDeviceFatal // it stopped at a DEVICE_FATAL another call took
+			}
+			return AsyncEvent{}, c.asyncErr(op, err)
+		}
+		if q.wake == nil {
+			q.wake = make(chan struct{})
+		}
+		wake := q.wake
+		q.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+		}
 	}
-	defer s.rd.Unlock()
-	if c.closed.Load() {
-		return AsyncEvent{}, c.opErr(op, ErrClosed)
+}
+
+// wakeWaits wakes the waits parked for an event, which then see the
+// Context closed.
+func (s *asyncEvents) wakeWaits() {
+	if q := s.q.Load(); q != nil {
+		q.mu.Lock()
+		q.wakeAll()
+		q.mu.Unlock()
 	}
-	if err := ctx.Err(); err != nil {
-		return AsyncEvent{}, c.opErr(op, err)
-	}
-	s.wev, s.werr = AsyncEvent{}, nil
-	// The callback reads before parking, and fails once DEVICE_FATAL was
-	// read: TryAsyncEvent sets fatal, then kicks, so a wait that began
-	// before the kick is woken by it and one after it sees fatal.
-	err := s.rd.Wait(ctx, s.readFn)
-	switch {
-	case err == nil && s.werr == nil:
-		return s.wev, nil
-	case err == nil:
-		err = s.werr
-	case err == ctx.Err(): // the wait's context ended it
-	case errors.Is(err, os.ErrDeadlineExceeded) && s.fatal.Load(): // TryAsyncEvent read DEVICE_FATAL
-		err = errDeviceFatal
-	}
-	return AsyncEvent{}, c.asyncErr(op, err)
 }
 
 // asyncErr wraps an error of the async fd: after Close, the runtime says

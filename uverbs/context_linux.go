@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/cqhook"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -32,7 +34,7 @@ type Context struct {
 	async   *os.File         // the async event fd, non-blocking
 	events  asyncEvents      // reading and counting async events
 	vectors int
-	cqs     sync.Map // CQ event handle (uint64) -> *cqBackend, for async CQ_ERR
+	cqs     sync.Map // CQ event handle (uint64) -> *cqBackend, for async CQ_ERR and Close
 
 	// mu is held for reading by every call that uses fd, and for writing
 	// by Close, so the fd number is never reused under a call. The posts
@@ -40,8 +42,10 @@ type Context struct {
 	// instead, which Close takes in turn for every QP in qps, to stop it.
 	mu      sync.RWMutex
 	closed  atomic.Bool
-	qpMu    sync.Mutex       // guards qps, changed by calls holding mu for reading
-	qps     map[*QP]struct{} // the QPs created and not destroyed; nil once closed
+	qpMu    sync.Mutex               // guards qps, changed by calls holding mu for reading
+	qps     map[*QP]struct{}         // the QPs created and not destroyed; nil once closed
+	chMu    sync.Mutex               // guards chans, changed by calls holding mu for reading
+	chans   map[*cq.Channel]struct{} // the channels created, for Close to end; nil once closed
 	cleanup runtime.Cleanup
 }
 
@@ -127,11 +131,28 @@ func (d Device) open(drv provider.Driver, fd int, conn *transport.Conn) (*Contex
 		vectors: int(kctx.NumCompVectors),
 	}
 	c.qps = make(map[*QP]struct{})
+	c.chans = make(map[*cq.Channel]struct{})
 	c.events.onEvent = c.noteAsync
 	// A forgotten Context closes its fd; the kernel then destroys every
-	// object on it. The argument is the fd alone, never c.
-	c.cleanup = runtime.AddCleanup(c, func(fd int) { unix.Close(fd) }, fd)
+	// object on it. It closes the async fd too, which ends the async
+	// watcher. The argument holds the fds alone, never c.
+	c.cleanup = runtime.AddCleanup(c, func(f forgotten) {
+		unix.Close(f.fd)
+		f.async.Close()
+	}, forgotten{fd, c.async})
+	// The async watcher starts now, so that a CQ_ERR breaks its CQ even
+	// if nothing ever asks for async events.
+	if err := c.events.init(c); err != nil {
+		c.Close()
+		return fail(fmt.Errorf("async fd: %w", err))
+	}
 	return c, nil
+}
+
+// forgotten is what the cleanup of a forgotten Context closes.
+type forgotten struct {
+	fd    int
+	async *os.File
 }
 
 // Device returns the device the Context was opened on.
@@ -177,11 +198,14 @@ func (c *Context) opErr(op string, err error) error {
 // Close closes the device. The kernel destroys whatever is still open on
 // it (QPs, CQs, MRs, PDs), so close those first to see their errors. It
 // waits for the calls in flight, posts included; those after it return
-// an error wrapping ErrClosed, as does a second Close.
+// an error wrapping ErrClosed, as does a second Close. Closing the
+// Context ends its CQs and completion channels too: a Wait parked on one
+// of its channels wakes with ErrClosed, and every later call on its CQs
+// and channels (Poll included) returns ErrClosed.
 func (c *Context) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed.Swap(true) {
+		c.mu.Unlock()
 		return c.opErr("close", ErrClosed)
 	}
 	// The posts in flight, which hold their QP's send or receive lock and
@@ -199,10 +223,44 @@ func (c *Context) Close() error {
 		q.sendMu.Unlock()
 	}
 	c.cleanup.Stop()
+	// The channels are closed for their waits before the kernel objects
+	// go, so that a Wait the closing wakes (a device model fails the fd)
+	// says ErrClosed.
+	c.chMu.Lock()
+	chans := c.chans
+	c.chans = nil
+	c.chMu.Unlock()
+	for ch := range chans {
+		cqhook.Shut(ch, func() {}) // marks it only
+	}
 	perr := c.drv.Close()
-	aerr := c.async.Close()
-	err := c.conn.Close() // the kernel destroys what is still open
+	aerr := c.async.Close() // ends the async watcher
+	err := c.conn.Close()   // the kernel destroys what is still open
+	// The CQs and channels are ended without mu: a CQ's Close holds the
+	// CQ's lock while it takes mu for reading (cqBackend.Destroy), so the
+	// CQ's lock is taken here only after mu is given back. The provider's
+	// context is released after them: a Poll until a CQ is ended still
+	// reaches the provider's memory (mlx5's doorbell records).
+	c.mu.Unlock()
+	c.events.wakeWaits() // they see closed
+	c.cqs.Range(func(_, v any) bool {
+		b := v.(*cqBackend)
+		if q := b.q.Load(); q != nil { // nil: NewCQ, still running, ends it
+			cqhook.Shut(q, b.CQ.Release)
+		}
+		return true
+	})
+	for ch := range chans {
+		cqhook.Shut(ch, nil) // its fds
+	}
 	c.drv.Release()
+	// The QPs' rings go last: on rxe they are mappings of the device
+	// file, which keep the kernel's context (and every object on it)
+	// alive while they stay mapped; on mlx5 they are memory the device
+	// writes, which it no longer may once the provider is released.
+	for q := range qps {
+		q.contextClosed()
+	}
 	if err == nil && aerr != nil {
 		err = aerr
 	}

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/cqhook"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 )
@@ -23,14 +24,26 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 	if err != nil {
 		return nil, c.opErr(op, err)
 	}
-	return cq.NewChannel(fd, c.dev.Name)
+	ch, err := cq.NewChannel(fd, c.dev.Name)
+	if err != nil {
+		return nil, err
+	}
+	c.chMu.Lock()
+	for o := range c.chans { // forget those closed since: creation is rare
+		if cqhook.Closed(o) {
+			delete(c.chans, o)
+		}
+	}
+	c.chans[ch] = struct{}{}
+	c.chMu.Unlock()
+	return ch, nil
 }
 
 // NewCQ creates a completion queue of at least size entries
 // (ibv_create_cq), with options cq.WithChannel, cq.WithVector and
 // cq.WithUserValue.
 func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
-	return cq.New(c.dev.Name, size, func(r cq.Request) (cq.Backend, error) {
+	q, err := cq.New(c.dev.Name, size, func(r cq.Request) (cq.Backend, error) {
 		const op = "create cq"
 		if r.Vector >= c.vectors {
 			return nil, c.opErr(op, fmt.Errorf("completion vector %d out of range [0, %d): %w", r.Vector, c.vectors, unix.EINVAL))
@@ -54,6 +67,21 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 		c.cqs.Store(r.UserHandle, b)
 		return b, nil
 	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	// Context.Close ends the CQs it finds with a *cq.CQ; one it closed
+	// while New was finishing is ended here.
+	b := q.Backend().(*cqBackend)
+	c.mu.RLock()
+	b.q.Store(q)
+	closed := c.closed.Load()
+	c.mu.RUnlock()
+	if closed {
+		cqhook.Shut(q, b.CQ.Release)
+		return nil, c.opErr("create cq", ErrClosed)
+	}
+	return q, nil
 }
 
 // cqBackend joins a cq.CQ to its context and provider. Poll and
@@ -64,41 +92,48 @@ type cqBackend struct {
 	ctx    *Context
 	user   uint64         // the kernel user handle: async events name the CQ by it
 	acks   *atomic.Uint32 // async events about the CQ acknowledged
-	broken atomic.Pointer[error]
+	broken atomic.Pointer[brokenErr]
 	ring   atomic.Pointer[cq.RingLock] // cq.CQ's, when the provider's ring polls directly
+	q      atomic.Pointer[cq.CQ]       // the CQ, once NewCQ has it: Context.Close ends it
 }
 
-// Poll polls the provider's ring, or fails once an async CQ_ERR said the
-// CQ overran: its ring then misses completions, so none is trusted.
+// Poll polls the provider's ring, for a backend without a Ring. After an
+// async CQ_ERR said the CQ overran, cq's RingLock hands out what the ring
+// still holds, then fails (RingLock.Fail).
 func (b *cqBackend) Poll(wcs []cq.WC) (int, error) {
-	if e := b.broken.Load(); e != nil {
-		return 0, *e
-	}
-	return b.CQ.Poll(wcs), nil
+	return b.CQ.Poll(wcs), nil // an overrun: cq's RingLock drains, then fails
 }
 
 // Ring gives cq.CQ the provider's ring to poll directly, where the
 // provider has one that can be read without a lock (rxe, mlx5): Poll then makes
 // one call into the provider, not two. fail sets l's error from then on.
 func (b *cqBackend) Ring(l *cq.RingLock) cq.Ring {
+	b.ring.Store(l)
+	if e := b.broken.Load(); e != nil { // an overrun before the store
+		l.Fail(e.poll)
+	}
 	r, ok := b.CQ.(cq.Ring)
 	if !ok {
 		return nil
 	}
-	b.ring.Store(l)
-	if e := b.broken.Load(); e != nil { // an overrun before the store
-		l.Fail(*e)
-	}
 	return r
 }
 
-// fail marks the CQ broken. A provider ring that can break (rxe's) is
-// broken after the RingLock has the error: its look, which then finds no
-// ring, returns the error it finds there (cq.RingLock, step 1).
-func (b *cqBackend) fail(err error) {
-	b.broken.CompareAndSwap(nil, &err)
+// brokenErr is why a CQ broke: the cause, which ReqNotify returns (cq
+// names the verb), and the error Poll returns, built once.
+type brokenErr struct{ cause, poll error }
+
+// fail marks the CQ broken by cause. A provider ring that can break
+// (rxe's) is broken after the RingLock has the error: its look, which
+// then finds no ring, returns the error it finds there (cq.RingLock,
+// step 1).
+func (b *cqBackend) fail(cause error) {
+	e := &brokenErr{cause: cause, poll: b.ctx.opErr("poll cq", cause)}
+	if !b.broken.CompareAndSwap(nil, e) {
+		e = b.broken.Load()
+	}
 	if l := b.ring.Load(); l != nil {
-		l.Fail(err)
+		l.Fail(e.poll)
 	}
 	if r, ok := b.CQ.(ringBreaker); ok {
 		r.Break()
@@ -119,7 +154,7 @@ func (b *cqBackend) Resize(n int) (int, error) {
 
 func (b *cqBackend) ReqNotify(solicitedOnly bool) error {
 	if e := b.broken.Load(); e != nil {
-		return *e
+		return e.cause // cq wraps it as the failed "req notify cq"
 	}
 	// Context.use and done, written out as in QP.PostSend: the arm's hot
 	// path (rxe's arm is a write command on the context's fd).
@@ -151,9 +186,11 @@ func (b *cqBackend) Destroy() (uint32, uint32, error) {
 	return ev.Comp, ev.Async, nil
 }
 
-// ErrCQOverrun is the error of every Poll and ReqNotify on a CQ after the
-// device reported it overran (the async event CQ_ERR): completions were
-// lost, so its contents are not trusted. It wraps EOVERFLOW.
+// ErrCQOverrun is the error of every ReqNotify on a CQ after the device
+// reported it overran (the async event CQ_ERR), and of every Poll once
+// Poll has handed out the completions the ring still held: completions
+// were lost after those, so what comes later is not trusted. It wraps
+// EOVERFLOW.
 var ErrCQOverrun = fmt.Errorf("cq overrun: completions were lost (async event CQ_ERR): %w", unix.EOVERFLOW)
 
 // noteAsync is told of every async event read; a CQ_ERR breaks its CQ.
@@ -163,7 +200,7 @@ func (c *Context) noteAsync(ev AsyncEvent) {
 	}
 	if h, ok := ev.CQHandle(); ok {
 		if b, ok := c.cqs.Load(h); ok {
-			b.(*cqBackend).fail(&OpError{Op: "poll cq", Device: c.dev.Name, Err: ErrCQOverrun})
+			b.(*cqBackend).fail(ErrCQOverrun)
 		}
 	}
 }

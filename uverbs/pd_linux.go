@@ -68,6 +68,7 @@ type MR struct {
 	lkey, rkey uint32
 	mem        []byte // keeps Go-heap memory alive and unmoved while registered
 	access     Access
+	buf        *Buffer // the Buffer mem lies in, if any; guarded by buffersMu
 
 	mu     sync.Mutex
 	closed bool // guarded by mu
@@ -92,14 +93,18 @@ func (p *PD) RegMR(mem []byte, access Access) (*MR, error) {
 		return nil, err
 	}
 	defer p.ctx.done()
+	m := &MR{pd: p, mem: mem, access: access}
+	m.holdBuffer() // before the registration: the Buffer stays mapped under it
 	base := unsafe.Pointer(unsafe.SliceData(mem))
 	addr := uint64(uintptr(base))
 	r, err := kverbs.RegMR(p.ctx.conn, p.handle, base, uint64(len(mem)), addr, uint32(access))
 	runtime.KeepAlive(mem)
 	if err != nil {
+		m.releaseBuffer()
 		return nil, p.ctx.opErr(op, fmt.Errorf("%d bytes at %#x, access %#x: %w", len(mem), addr, uint32(access), memlockHint(err)))
 	}
-	return &MR{pd: p, handle: r.Handle, lkey: r.LKey, rkey: r.RKey, mem: mem, access: access}, nil
+	m.handle, m.lkey, m.rkey = r.Handle, r.LKey, r.RKey
+	return m, nil
 }
 
 // memlockHint explains a registration the kernel refused for pinning
@@ -143,6 +148,7 @@ func (m *MR) Close() error {
 		return ctx.opErr("dereg mr", ErrClosed)
 	}
 	if err := ctx.use("dereg mr"); err != nil {
+		m.releaseBuffer() // the context's close deregistered it in the kernel
 		return err
 	}
 	defer ctx.done()
@@ -150,5 +156,6 @@ func (m *MR) Close() error {
 		return ctx.opErr("dereg mr", err)
 	}
 	m.closed = true
+	m.releaseBuffer()
 	return nil
 }

@@ -25,7 +25,12 @@ type QP struct {
 	user           uint64
 	handle         uint64 // the kernel user handle: async events name the QP by it
 
-	mu sync.Mutex
+	// mu is held for reading by Modify and Query from their check of
+	// closed until their command is answered, and for writing by Close:
+	// the kernel reuses handle numbers, so no command may carry the
+	// handle once Close has destroyed it. Lock order: the context's mu,
+	// then mu, then sendMu, then recvMu.
+	mu sync.RWMutex
 	// closed is written only by Close, which holds mu, sendMu and recvMu,
 	// so holding any one of them makes reading it safe.
 	closed bool
@@ -91,6 +96,14 @@ func providerRecvWRs(w []RecvWR) []provider.RecvWR {
 // A full send queue gives an error wrapping ENOMEM. The memory of inline
 // requests may be reused when PostSend returns; other requests' memory
 // must stay registered until their completion. Safe for concurrent use.
+//
+// A posted request is in the send queue for good: it completes, or is
+// flushed, like any other. That holds when the doorbell fails too (rxe's
+// is a system call; mlx5's cannot fail): the requests are then written
+// and counted in n, as rdma-core's rxe_post_send leaves them, the error
+// names them ("send doorbell after work requests 0 to 2: …"), and the
+// next doorbell (any later PostSend) sends them at the latest. Posting
+// them again would send them twice.
 func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	const op = "post send"
 	// The lock is released by hand, not deferred: a deferred call costs
@@ -151,6 +164,9 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 			return nil, ctx.opErr(op, fmt.Errorf("a CQ from another context: %w", unix.EINVAL))
 		}
 	}
+	if err := closedCQErr(cfg); err != nil {
+		return nil, ctx.opErr(op, err)
+	}
 	p.mu.Lock()
 	closed := p.closed
 	p.mu.Unlock()
@@ -178,12 +194,37 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 	})
 	if err != nil {
 		ctx.untrackAsync(ElementQP, handle)
+		if cerr := closedCQErr(cfg); cerr != nil { // closed during the create
+			return nil, ctx.opErr(op, cerr)
+		}
 		return nil, ctx.opErr(op, fmt.Errorf("%v QP, cap %+v: %w", cfg.Type, cfg.Cap, err))
 	}
 	q := &QP{pd: p, p: pq, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, user: cfg.UserValue, handle: handle}
 	ctx.addQP(q)
 	return q, nil
 }
+
+// closedCQErr says which of cfg's CQs is closed, if one is: the kernel
+// would answer its stale handle with EINVAL or ENOENT, or take another
+// CQ's. A CQ is open while its context knows it (NewCQ adds it, its
+// destroy removes it).
+func closedCQErr(cfg QPConfig) error {
+	for i, q := range []*cq.CQ{cfg.SendCQ, cfg.RecvCQ} {
+		b, _ := backendOf(q)
+		if _, ok := b.ctx.cqs.Load(b.user); !ok {
+			which := "send"
+			if i == 1 {
+				which = "receive"
+			}
+			return fmt.Errorf("%s CQ: %w", which, ErrClosed)
+		}
+	}
+	return nil
+}
+
+// testQPCmdHook, set by tests only, runs in Modify and Query between the
+// check that the QP is open and the command.
+var testQPCmdHook func()
 
 // qpHandles numbers QPs for the kernel's user handle, never reused, so
 // an async event names its QP unambiguously.
@@ -211,15 +252,10 @@ func (q *QP) Cap() QPCap {
 // PD returns the QP's protection domain.
 func (q *QP) PD() *PD { return q.pd }
 
-func (q *QP) isClosed() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.closed
-}
-
 // Modify changes the attributes of the QP that mask selects
 // (ibv_modify_qp): the state machine RESET → INIT → RTR → RTS, with the
-// attributes each transition needs (see the QPAttr fields).
+// attributes each transition needs (see the QPAttr fields). After Close
+// it returns an error wrapping ErrClosed.
 func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	const op = "modify qp"
 	kerr, err := q.modify(op, attr, mask)
@@ -237,13 +273,18 @@ func (q *QP) modify(op string, attr *QPAttr, mask QPAttrMask) (kerr, err error) 
 	if attr == nil || mask == 0 || mask&^qpAttrAll != 0 {
 		return nil, ctx.opErr(op, fmt.Errorf("attribute mask %#x: %w", uint32(mask), unix.EINVAL))
 	}
-	if q.isClosed() {
-		return nil, ctx.opErr(op, ErrClosed)
-	}
 	if err := ctx.use(op); err != nil {
 		return nil, err
 	}
 	defer ctx.done()
+	q.mu.RLock() // to the command's end: Close waits (see mu)
+	defer q.mu.RUnlock()
+	if q.closed {
+		return nil, ctx.opErr(op, ErrClosed)
+	}
+	if testQPCmdHook != nil {
+		testQPCmdHook()
+	}
 	m := uapi.IBUverbsModifyQP{
 		Dest:            qpDest(&attr.AH),
 		QPHandle:        q.p.Handle(),
@@ -316,17 +357,23 @@ func qpDest(a *AHAttr) uapi.IBUverbsQPDest {
 }
 
 // Query returns the QP's attributes (ibv_query_qp); mask says which the
-// caller needs (the kernel may fill more).
+// caller needs (the kernel may fill more). After Close it returns an
+// error wrapping ErrClosed.
 func (q *QP) Query(mask QPAttrMask) (QPAttr, error) {
 	const op = "query qp"
 	ctx := q.pd.ctx
-	if q.isClosed() {
-		return QPAttr{}, ctx.opErr(op, ErrClosed)
-	}
 	if err := ctx.use(op); err != nil {
 		return QPAttr{}, err
 	}
 	defer ctx.done()
+	q.mu.RLock() // to the command's end: Close waits (see mu)
+	defer q.mu.RUnlock()
+	if q.closed {
+		return QPAttr{}, ctx.opErr(op, ErrClosed)
+	}
+	if testQPCmdHook != nil {
+		testQPCmdHook()
+	}
 	r, err := kverbs.QueryQP(ctx.conn, q.p.Handle(), uint32(mask))
 	if err != nil {
 		return QPAttr{}, ctx.opErr(op, err)
@@ -363,22 +410,24 @@ func ahAttr(d *uapi.IBUverbsQPDest) AHAttr {
 	}
 }
 
-// Close destroys the QP (ibv_destroy_qp). It waits for posts in flight.
-// A second Close returns ErrClosed.
+// Close destroys the QP (ibv_destroy_qp). It waits for the posts,
+// Modify and Query calls in flight; after it, they return ErrClosed
+// without sending the kernel a command, as does a second Close.
 func (q *QP) Close() error {
 	// The context first, then the QP's locks: Context.Close, holding the
-	// context, takes each QP's send lock (see PostSend).
+	// context, takes each QP's send lock (see PostSend). mu before the
+	// post locks: a Modify to RESET holds mu while it takes them.
 	ctx := q.pd.ctx
 	cerr := ctx.use("destroy qp")
 	if cerr == nil {
 		defer ctx.done()
 	}
+	q.mu.Lock() // waits for the Modify and Query in flight (see mu)
+	defer q.mu.Unlock()
 	q.sendMu.Lock()
 	defer q.sendMu.Unlock()
 	q.recvMu.Lock()
 	defer q.recvMu.Unlock()
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed {
 		return ctx.opErr("destroy qp", ErrClosed)
 	}
@@ -394,6 +443,24 @@ func (q *QP) Close() error {
 	ctx.removeQP(q)
 	q.closed, q.stopped = true, true
 	return nil
+}
+
+// contextClosed gives back the provider's memory of a QP its Context's
+// Close destroyed in the kernel: rxe's rings are mappings of the uverbs
+// fd, each holding the fd's file, so the kernel releases the context, and
+// every object on it, only once they are unmapped. Context.Close calls it
+// after the fd and the provider's own mappings are gone (mlx5's rings are
+// the process's memory, which the device must no longer write). A QP.Close
+// after it returns ErrClosed.
+func (q *QP) contextClosed() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.recvMu.Lock()
+	defer q.recvMu.Unlock()
+	q.stopped = true
+	q.p.Release()
 }
 
 // AH is an address handle (ibv_ah): a remote destination for UD sends.

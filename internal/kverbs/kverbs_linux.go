@@ -241,7 +241,10 @@ func DestroyCQ(c *transport.Conn, handle uint32) (Events, error) {
 		if err := c.Invoke(cmd); err != nil {
 			return Events{}, err
 		}
-		r := transport.As[uapi.IBUverbsDestroyCQResp](cmd.Output(o))
+		r, err := transport.OutputAs[uapi.IBUverbsDestroyCQResp](cmd, o)
+		if err != nil {
+			return Events{}, err
+		}
 		return Events{Comp: r.CompEventsReported, Async: r.AsyncEventsReported}, nil
 	}
 	req := transport.As[uapi.IBUverbsDestroyCQ](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_DESTROY_CQ, false,
@@ -322,9 +325,10 @@ func NewSendDoorbell(qp uint32) *SendDoorbell {
 	return d
 }
 
-// Ring sends the doorbell. The kernel answers at once (rxe schedules the
-// send queue; 6.1 runs it inline: tens of µs at most), so it goes through
-// RawSyscall (transport.Conn.WriteShort). It allocates nothing.
+// Ring sends the doorbell (transport.Conn.WriteShort). rxe schedules the
+// send queue, and 6.1 runs it inline, sending the packets before the
+// write returns, so it goes through syscall.Syscall, not RawSyscall. It
+// allocates nothing.
 func (d *SendDoorbell) Ring(c *transport.Conn) error {
 	err := c.WriteShort(d.msg[:])
 	runtime.KeepAlive(d) // the kernel wrote its reply into d.resp

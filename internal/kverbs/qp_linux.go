@@ -108,7 +108,11 @@ func DestroyQP(c *transport.Conn, handle uint32) (uint32, error) {
 		if err := c.Invoke(cmd); err != nil {
 			return 0, err
 		}
-		return transport.As[uapi.IBUverbsDestroyQPResp](cmd.Output(o)).EventsReported, nil
+		r, err := transport.OutputAs[uapi.IBUverbsDestroyQPResp](cmd, o)
+		if err != nil {
+			return 0, err
+		}
+		return r.EventsReported, nil
 	}
 	req := transport.As[uapi.IBUverbsDestroyQP](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_DESTROY_QP, false,
 		transport.SizeOf[uapi.IBUverbsDestroyQP](), transport.SizeOf[uapi.IBUverbsDestroyQPResp]()))

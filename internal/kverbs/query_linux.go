@@ -74,11 +74,11 @@ func QueryPort(c *transport.Conn, port uint8) (uapi.IBUverbsQueryPortRespEx, err
 		if err := c.Invoke(cmd); err != nil {
 			return uapi.IBUverbsQueryPortRespEx{}, err
 		}
-		b := cmd.Output(o)
-		if b == nil {
-			return uapi.IBUverbsQueryPortRespEx{}, unix.EIO // the kernel answered nothing
+		r, err := transport.OutputAs[uapi.IBUverbsQueryPortRespEx](cmd, o)
+		if err != nil {
+			return uapi.IBUverbsQueryPortRespEx{}, err
 		}
-		return *transport.As[uapi.IBUverbsQueryPortRespEx](b), nil
+		return *r, nil
 	}
 	req := transport.As[uapi.IBUverbsQueryPort](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_QUERY_PORT, false,
 		transport.SizeOf[uapi.IBUverbsQueryPort](), transport.SizeOf[uapi.IBUverbsQueryPortResp]()))
@@ -108,11 +108,11 @@ func QueryGIDEntry(c *transport.Conn, port, index uint32) (GIDEntry, error) {
 	if err := c.Invoke(cmd); err != nil {
 		return GIDEntry{}, err
 	}
-	b := cmd.Output(o)
-	if b == nil {
-		return GIDEntry{}, unix.EIO
+	r, err := transport.OutputAs[GIDEntry](cmd, o)
+	if err != nil {
+		return GIDEntry{}, err
 	}
-	return *transport.As[GIDEntry](b), nil
+	return *r, nil
 }
 
 // MaxGIDTableEntries is the most entries QueryGIDTable asks for at once:

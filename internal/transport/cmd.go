@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"structs"
+	"syscall"
 	"unsafe"
 )
 
@@ -58,8 +59,9 @@ type Cmd struct {
 	err   error
 	write writeCmd // set by ResetWrite
 	// short marks a command the kernel answers at once without blocking
-	// (arming a CQ, a send doorbell): it goes through RawSyscall, which
-	// skips the Go scheduler's entry and exit. Reset clears it.
+	// (arming a CQ): it goes through RawSyscall, which skips the Go
+	// scheduler's entry and exit. Not rxe's send doorbell, which may send
+	// packets inside the call (Conn.WriteShort). Reset clears it.
 	short bool
 	// sent: the header and attributes are as the last ioctl, which the
 	// kernel accepted, sent them (Conn.Resend). Reset clears it.
@@ -315,13 +317,33 @@ func (c *Cmd) WriteUHWOut(n int) []byte {
 
 // As views b, a region of a Cmd's arena, as a *T, to fill in or read a
 // kernel struct in place. b must be at least sizeof(T) long; arena
-// regions are 8-byte aligned, enough for every uapi struct.
+// regions are 8-byte aligned, enough for every uapi struct. It is for the
+// regions the command itself sized (In, ResetWrite, CoreOut), where a
+// short region is a bug in goverbs; a PTR_OUT the kernel may leave unset
+// is read with OutputAs.
 func As[T any](b []byte) *T {
 	var zero T
 	if uintptr(len(b)) < unsafe.Sizeof(zero) || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%unsafe.Alignof(zero) != 0 {
 		panic("transport.As: region too short or misaligned for the type") // a bug in goverbs, never caller input
 	}
 	return (*T)(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+// OutputAs views what the kernel wrote for PTR_OUT h as a *T, in place.
+// A kernel that left the output unset (no UVERBS_ATTR_F_VALID_OUTPUT), or
+// wrote less than sizeof(T), gives an error wrapping EIO: a reply read
+// from the kernel never reaches As's panic.
+func OutputAs[T any](c *Cmd, h Handle) (*T, error) {
+	b := c.Output(h)
+	var zero T
+	if uintptr(len(b)) < unsafe.Sizeof(zero) {
+		id := -1
+		if h >= 0 && int(h) < c.nOut {
+			id = int(c.attrs[c.outs[h].attr].attrID)
+		}
+		return nil, fmt.Errorf("the kernel left output attribute %d unset: %w", id, syscall.EIO)
+	}
+	return As[T](b), nil
 }
 
 // SizeOf returns sizeof(T), for sizing command regions.

@@ -183,10 +183,9 @@ func (c *Conn) Invoke(cmd *Cmd) error {
 }
 
 // WriteShort sends msg, a whole write command (header included) built by
-// the caller, through write(2) as it is, with RawSyscall: only for a
-// command the kernel answers at once (see Cmd.Short). rxe's send doorbell
-// is built once per QP and sent so (kverbs.SendDoorbell): no command
-// building on the post path.
+// the caller, through write(2) as it is. rxe's send doorbell is built once
+// per QP and sent so (kverbs.SendDoorbell): no command building on the
+// post path. It allocates nothing.
 func (c *Conn) WriteShort(msg []byte) error {
 	var n uintptr
 	var e unix.Errno
@@ -195,10 +194,10 @@ func (c *Conn) WriteShort(msg []byte) error {
 			n = uintptr(len(msg))
 		}
 	} else {
-		// syscall's, not x/sys/unix's: unix.RawSyscall is an assembly jump
-		// to it, through an ABI wrapper, two calls more per doorbell. And
-		// RawSyscall6, which syscall.RawSyscall calls: one call less.
-		n, _, e = syscall.RawSyscall6(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(unsafe.SliceData(msg))), uintptr(len(msg)), 0, 0, 0)
+		// Syscall, not RawSyscall: on 6.1 rxe sends the packets inside this
+		// write, and the runtime must be free to hand the P to another
+		// goroutine and to stop the world meanwhile.
+		n, _, e = syscall.Syscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(unsafe.SliceData(msg))), uintptr(len(msg)))
 	}
 	if e != 0 {
 		return e
@@ -232,6 +231,8 @@ func (c *Conn) ioctl(cmd *Cmd) error {
 	if c.kernel != nil {
 		e = c.kernel.Ioctl(unsafe.Pointer(&cmd.hdr))
 	} else if cmd.short {
+		// RawSyscall: a short command (a CQ arm) returns at once, taking no
+		// lock and doing no packet work, so the runtime loses nothing.
 		_, _, e = syscall.RawSyscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&cmd.hdr)))
 	} else {
 		_, _, e = syscall.Syscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&cmd.hdr)))
@@ -351,7 +352,7 @@ func (c *Conn) writeSyscall(cmd *Cmd) error {
 		if e = c.kernel.Write(b); e == 0 {
 			n = uintptr(len(b))
 		}
-	} else if cmd.short {
+	} else if cmd.short { // a CQ arm on a kernel without INVOKE_WRITE: quick, as in ioctl
 		n, _, e = syscall.RawSyscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	} else {
 		n, _, e = syscall.Syscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))

@@ -237,6 +237,9 @@ func (q *CQ) owned(i uint32) (*cqe64, bool) {
 // lock, which sees the CQ as it is.
 func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	if e := l.Err(); e != nil {
+		if l.Draining() { // an overrun: what the ring holds comes first
+			return q.drain(wcs, l)
+		}
 		return 0, *e
 	}
 	r := q.live.Load()
@@ -246,11 +249,26 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	l.Lock()
 	if e := l.Err(); e != nil {
 		l.Unlock()
+		if l.Draining() {
+			return q.drain(wcs, l)
+		}
 		return 0, *e
 	}
 	n := q.Poll(wcs)
 	l.Unlock()
 	return n, nil
+}
+
+// drain is PollRing on a CQ that overran (cq.RingLock.Draining): it
+// hands out the completions the ring still holds, under the lock, and
+// the overrun's error once it finds the ring empty.
+func (q *CQ) drain(wcs []cq.WC, l *cq.RingLock) (int, error) {
+	l.Lock()
+	defer l.Unlock()
+	if !l.Draining() {
+		return 0, *l.Err() // the drain ended, or Close ran
+	}
+	return l.Drained(q.Poll(wcs))
 }
 
 // Poll moves up to len(wcs) completions out of the ring, finding each

@@ -73,6 +73,9 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	r := q.live.Load()
 	if r == nil {
 		if e := l.Err(); e != nil {
+			if l.Draining() { // an overrun: what the ring holds comes first
+				return q.pollLocked(wcs, l)
+			}
 			return 0, *e
 		}
 		return 0, nil
@@ -129,7 +132,8 @@ func (q *CQ) unlockPoll(wcs []cq.WC, l *cq.RingLock) (int, error) {
 // may have taken completions since.
 func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	l.Lock()
-	if e := l.Err(); e != nil {
+	e := l.Err() // nil, or an overrun being drained: see the end
+	if e != nil && !l.Draining() {
 		l.Unlock()
 		return 0, *e
 	}
@@ -153,6 +157,11 @@ func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	}
 	if n > 0 {
 		release.Store32(r.cons, (first+uint32(n))&mask) // the kernel may reuse the slots
+	}
+	if e != nil { // an overrun: the error once the ring is empty
+		n, err := l.Drained(n)
+		l.Unlock()
+		return n, err
 	}
 	l.Unlock()
 	return n, nil
@@ -308,7 +317,8 @@ func (q *CQ) Resize(n int) (int, error) {
 
 // Break takes the ring from PollRing's look, for a CQ the kernel reported
 // broken (an overrun), once the cq.RingLock holds the error: PollRing
-// then returns that error. The ring stays mapped, for Destroy; a Resize
+// then polls under the lock until the ring is drained, and returns that
+// error from then on. The ring stays mapped, for Destroy; a Resize
 // leaves the look without a ring.
 func (q *CQ) Break() { q.live.Store(nil) }
 

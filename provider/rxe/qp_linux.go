@@ -3,6 +3,7 @@ package rxe
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -103,7 +104,8 @@ func (q *QP) Cap() kverbs.QPCap { return q.k.Cap }
 func wrErr(i int, err error) error { return fmt.Errorf("work request %d: %w", i, err) }
 
 // PostSend writes each request into the send queue, then rings the
-// doorbell once for the batch.
+// doorbell once for the batch. A doorbell that fails leaves the requests
+// written, counted in n (doorbellErr).
 //
 // One request, the latency tools' case, has a path of its own: no loop
 // state kept across the calls (about 15 instructions a post).
@@ -113,7 +115,7 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 			return 0, wrErr(0, err)
 		}
 		if err := q.doorbell.Ring(q.conn); err != nil {
-			return 1, doorbellErr(err)
+			return 1, doorbellErr(1, err)
 		}
 		return 1, nil
 	}
@@ -127,13 +129,24 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	}
 	if n > 0 {
 		if derr := q.doorbell.Ring(q.conn); derr != nil && err == nil {
-			err = doorbellErr(derr)
+			err = doorbellErr(n, derr)
 		}
 	}
 	return n, err
 }
 
-func doorbellErr(err error) error { return fmt.Errorf("send doorbell: %w", err) }
+// doorbellErr is the error of a doorbell that failed after n requests
+// were written. They stay in the send queue, as in rdma-core's
+// rxe_post_send: the producer index already names them, and the kernel
+// may have read it, so they cannot be taken back. A later doorbell, or
+// the kernel's own run of the queue, sends them.
+func doorbellErr(n int, err error) error {
+	which, it := "work request 0", "it"
+	if n > 1 {
+		which, it = "work requests 0 to "+strconv.Itoa(n-1), "them"
+	}
+	return fmt.Errorf("send doorbell after %s: %w (posted: a later doorbell sends %s; do not post %s again)", which, err, it, it)
+}
 
 // postOneSend writes one request into the send queue and publishes it.
 //

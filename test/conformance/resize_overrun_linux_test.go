@@ -86,9 +86,37 @@ func TestOverrunReportsCQErr(t *testing.T) {
 			break
 		}
 	}
+	// Poll first hands out what the ring still holds, the completions
+	// before the overrun, in order (issue #36: they were unreachable once
+	// the overrun was noticed), then the error.
+	var err error
+	var got []uint64
+	for {
+		wc := make([]cq.WC, 1)
+		n, perr := small.Poll(wc)
+		if perr != nil {
+			err = perr
+			break
+		}
+		if n == 0 {
+			t.Fatalf("Poll found the overrun CQ empty, without its error, after %d completions", len(got))
+		}
+		got = append(got, wc[0].WRID)
+	}
+	t.Logf("%d completions, then %v", len(got), err)
+	if !errors.Is(err, uverbs.ErrCQOverrun) {
+		t.Errorf("Poll after the drain: %v, want ErrCQOverrun", err)
+	}
+	if len(got) == 0 || len(got) >= small.Size()+3 {
+		t.Errorf("%d completions handed out after the overrun, want at least 1, and fewer than the %d sent", len(got), small.Size()+3)
+	}
+	for i, w := range got {
+		if w != uint64(i) {
+			t.Errorf("completion %d after the overrun: wr_id %d, want %d", i, w, i)
+		}
+	}
 	// Poll fails for one completion (rxe's fast path) and for a batch,
 	// and still after a Resize, which maps the CQ a new ring.
-	var err error
 	for _, when := range []string{"", " and a Resize"} {
 		if when != "" {
 			if err := small.Resize(64); err != nil {
@@ -104,6 +132,90 @@ func TestOverrunReportsCQErr(t *testing.T) {
 	}
 	if err := small.ReqNotify(false); !errors.Is(err, uverbs.ErrCQOverrun) {
 		t.Errorf("ReqNotify after the overrun: %v, want ErrCQOverrun", err)
+	} else {
+		oneVerb(t, err, "req notify cq")
 	}
+	oneVerb(t, err, "poll cq")
 	t.Log(err)
+}
+
+// oneVerb checks that err is an *OpError of verb op on the test's device
+// whose cause names no verb of its own (issue #36: "req notify cq rxe0:
+// poll cq rxe0: cq overrun").
+func oneVerb(t *testing.T, err error, op string) {
+	t.Helper()
+	var o *uverbs.OpError
+	if !errors.As(err, &o) || o.Op != op || o.Device != rdmatest.DeviceName() {
+		t.Errorf("%v: want an *OpError for %s %s", err, op, rdmatest.DeviceName())
+		return
+	}
+	if errors.As(o.Err, new(*uverbs.OpError)) {
+		t.Errorf("%q: two verbs in one message", err)
+	}
+}
+
+// An overrun reaches its CQ with nobody reading async events (issue #36:
+// Poll went on handing out completions with a hole in them, and no
+// error, unless the application happened to read the CQ_ERR). Poll
+// hands out what the ring holds, the completions before the overrun, in
+// order, then fails; the CQ_ERR still waits for WaitAsyncEvent.
+func TestOverrunWithoutReadingAsyncEvents(t *testing.T) {
+	f := setup(t)
+	small := f.newCQ(t, 1)
+	other := f.newCQ(t, 16)
+	a, _ := f.rcPair(t, small, other, other, other)
+	for i := 0; i < small.Size()+3; i++ {
+		f.send(t, a, uint64(i), uverbs.WRRDMAWrite, 0)
+	}
+	// Let the device finish the sends before the first Poll: a Poll that
+	// made room while sends were still completing would let completions
+	// from after the hole into the ring, and the wr_ids below would skip.
+	time.Sleep(500 * time.Millisecond)
+	var got []uint64
+	var err error
+	wc := make([]cq.WC, 1)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		n, perr := small.Poll(wc)
+		if perr != nil {
+			err = perr
+			break
+		}
+		if n == 1 {
+			got = append(got, wc[0].WRID)
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no error from Poll in 10 s after an overrun, with %d completions (wr_ids %v) of %d sent: the hole went unreported",
+				len(got), got, small.Size()+3)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("%d completions, then %v", len(got), err)
+	if !errors.Is(err, uverbs.ErrCQOverrun) {
+		t.Errorf("Poll after the overrun: %v, want ErrCQOverrun", err)
+	}
+	oneVerb(t, err, "poll cq")
+	if len(got) == 0 || len(got) >= small.Size()+3 {
+		t.Errorf("%d completions before the error, want at least 1 and fewer than the %d sent", len(got), small.Size()+3)
+	}
+	for i, w := range got {
+		if w != uint64(i) {
+			t.Errorf("completion %d: wr_id %d, want %d", i, w, i)
+		}
+	}
+	if _, err := small.Poll(make([]cq.WC, 4)); !errors.Is(err, uverbs.ErrCQOverrun) {
+		t.Errorf("a second Poll: %v, want ErrCQOverrun", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		ev, err := f.ctx.WaitAsyncEvent(ctx)
+		if err != nil {
+			t.Fatalf("the CQ_ERR was not queued for WaitAsyncEvent: %v", err)
+		}
+		ev.Ack()
+		if h, ok := ev.CQHandle(); ok && ev.Type == uverbs.EventCQErr && h == small.EventHandle() {
+			break
+		}
+	}
 }
