@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +34,12 @@ func TestWriteShortReleasesP(t *testing.T) {
 	}()
 	select {
 	case err := <-out:
+		if errors.Is(err, syscall.ENOEXEC) {
+			// Under qemu-user (make unit32, bigendian) the binary is a
+			// foreign one the kernel cannot start again; the host's own
+			// run and the VMs test it.
+			t.Skipf("cannot run this test binary again here: %v", err)
+		}
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, buf)
 		}
