@@ -111,7 +111,7 @@ exec_for() {
 		say "this host runs linux/$goarch binaries itself"
 		return
 	else
-		why=${why:-exit status $?}
+		why=${why:-it exited with an error and no message}
 		why="it cannot: $(echo "$why" | tail -n 1 | sed 's/^.*probe: *//')"
 	fi
 	name=$(qemu_name "$goarch")
