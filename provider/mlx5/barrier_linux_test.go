@@ -6,12 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/goverbs/goverbs/internal/errs"
-	"github.com/goverbs/goverbs/internal/mlx5model"
-	"github.com/goverbs/goverbs/internal/transport"
-	"github.com/goverbs/goverbs/uapi"
 )
 
 // The device model's UAR pages and rings are ordinary memory, which
@@ -35,19 +30,8 @@ func TestOpenRefuses(t *testing.T) {
 	archRefusal = want
 	defer func() { archRefusal = nil }()
 
-	d := mlx5model.New(mlx5model.Options{})
-	defer func() {
-		if err := d.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	mc, err := d.NewContext()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(mc.FD())
-	defer mc.Close()
-	pc, kc, err := Driver{}.Open(transport.NewKernelConn(mc.FD(), uapi.RDMA_DRIVER_MLX5, mc), mc.FD())
+	_, conn, fd := modelConn(t)
+	pc, kc, err := Driver{}.Open(conn, fd)
 	if err == nil {
 		closeAsync(kc)
 		pc.Close()

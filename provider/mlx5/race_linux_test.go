@@ -158,19 +158,8 @@ func TestPollRingRacesRetire(t *testing.T) {
 // CQ stays empty, so every PollRing returns 0 until the RingLock fails,
 // whichever ring it looked at; the model sees nothing wrong.
 func TestPollRingRacesModel(t *testing.T) {
-	d := mlx5model.New(mlx5model.Options{})
-	defer func() {
-		if err := d.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	mc, err := d.NewContext()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(mc.FD())
-	defer mc.Close()
-	pc, kc, err := Driver{}.Open(transport.NewKernelConn(mc.FD(), uapi.RDMA_DRIVER_MLX5, mc), mc.FD())
+	d, conn, fd := modelConn(t)
+	pc, kc, err := Driver{}.Open(conn, fd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,4 +276,24 @@ func TestPollRingRacesResize(t *testing.T) {
 	l.Unlock()
 	wg.Wait()
 	t.Logf("%d empty PollRings during 10000 resizes", polls.Load())
+}
+
+// modelConn opens a context on a fresh device model and returns the
+// model, the transport to the context and its fd, all closed (the model
+// checked) when the test ends.
+func modelConn(t *testing.T) (*mlx5model.Device, *transport.Conn, int) {
+	t.Helper()
+	d := mlx5model.New(mlx5model.Options{})
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	mc, err := d.NewContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(mc.FD()) })
+	t.Cleanup(func() { mc.Close() })
+	return d, transport.NewKernelConn(mc.FD(), uapi.RDMA_DRIVER_MLX5, mc), mc.FD()
 }
