@@ -79,7 +79,7 @@ func TestAckAllocatesNothing(t *testing.T) {
 		}
 	}
 	n := testing.AllocsPerRun(100, func() {
-		if _, err := ch.TryWait(); err != nil {
+		if _, _, err := ch.TryWait(); err != nil {
 			t.Fatal(err)
 		}
 		if err := q.Ack(1); err != nil {

@@ -65,18 +65,10 @@ type Channel struct {
 	parked   bool // this park's callback found nothing and parked
 }
 
-// errNoEvent is what TryWait returns when no event is queued: built once,
-// since polling for events is a hot path. ErrNoEvent is the same value.
-var errNoEvent = &OpError{Op: "get cq event", Err: syscall.EAGAIN}
-
-// ErrNoEvent is returned by TryWait when no event is queued; it wraps
-// EAGAIN.
-var ErrNoEvent error = errNoEvent
-
-// NewChannel wraps fd, a completion channel the kernel created for device
-// dev, and takes ownership of it. uverbs.Context.NewCompChannel calls it;
-// there is no reason to call it directly.
-func NewChannel(fd int, dev string) (*Channel, error) {
+// newChannel is cqseam.NewChannel: it wraps fd, a completion channel the
+// kernel created for device dev (uverbs.Context.NewCompChannel), and takes
+// ownership of it.
+func newChannel(fd int, dev string) (*Channel, error) {
 	const op = "create comp channel"
 	// os.NewFile puts a non-blocking fd on the runtime's poller; a
 	// blocking one it leaves alone. So the fd goes in blocking and is made
@@ -301,21 +293,21 @@ func (ch *Channel) park(ctx context.Context) error {
 	return fmt.Errorf("%v, with no event to read: %w", err, syscall.EIO)
 }
 
-// TryWait returns the CQ of the next completion event if one is queued,
-// and ErrNoEvent (wrapping EAGAIN) if none is. It never blocks and
-// allocates nothing.
-func (ch *Channel) TryWait() (*CQ, error) {
+// TryWait returns the CQ of the next completion event and true if one is
+// queued, and false if none is. It never blocks and allocates nothing.
+// Acknowledge the event with [CQ.Ack], as one from Wait.
+func (ch *Channel) TryWait() (*CQ, bool, error) {
 	const op = "get cq event"
 	if !ch.rd.TryLock() {
-		return nil, errNoEvent // a Wait is reading: it will take what is queued
+		return nil, false, nil // a Wait is reading: it will take what is queued
 	}
 	defer ch.rd.Unlock()
 	for {
 		if ch.isClosed() { // by Close, or by its context's Close with events pending
-			return nil, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
+			return nil, false, &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
 		}
 		if c := ch.next(); c != nil {
-			return c, nil
+			return c, true, nil
 		}
 		if ch.watched {
 			ch.unwatchNow() // a caller that does not park: its events need not wake the poller
@@ -323,10 +315,10 @@ func (ch *Channel) TryWait() (*CQ, error) {
 		ch.readErr = nil
 		ch.readEvents(1) // the turn keeps Close from closing the fd under it
 		if ch.readErr != nil {
-			return nil, ch.waitErr(ch.readErr)
+			return nil, false, ch.waitErr(ch.readErr)
 		}
 		if ch.lastRead == 0 {
-			return nil, errNoEvent
+			return nil, false, nil
 		}
 	}
 }

@@ -38,7 +38,7 @@ func TestWaitOnFailedFD(t *testing.T) {
 		}
 	}
 	unix.Close(p[0])
-	ch, err := NewChannel(p[1], "test0")
+	ch, err := newChannel(p[1], "test0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestWaitOnFailedFD(t *testing.T) {
 			t.Errorf("wait %d took %v, want at once", i, d)
 		}
 	}
-	if _, err := ch.TryWait(); !errors.Is(err, unix.EBADF) {
+	if _, _, err := ch.TryWait(); !errors.Is(err, unix.EBADF) {
 		t.Errorf("TryWait: %v, want EBADF", err)
 	}
 }
@@ -73,7 +73,7 @@ func pipeChannel(t *testing.T) (*Channel, int) {
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := NewChannel(p[0], "test0")
+	ch, err := newChannel(p[0], "test0")
 	if err != nil {
 		unix.Close(p[1])
 		t.Fatal(err)
@@ -195,8 +195,8 @@ func TestChannelWatchedOnlyWhileParking(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Ack(1)
-	if _, err := ch.TryWait(); !errors.Is(err, ErrNoEvent) {
-		t.Errorf("TryWait on an empty channel: %v, want ErrNoEvent", err)
+	if _, ok, err := ch.TryWait(); ok || err != nil {
+		t.Errorf("TryWait on an empty channel: %v, %v; want false, nil", ok, err)
 	}
 	watched("after a TryWait", false)
 
@@ -249,15 +249,15 @@ func TestWakeUpReadsEveryEvent(t *testing.T) {
 	}
 	tryWait := func(what string) {
 		t.Helper()
-		if got, err := ch.TryWait(); got != c || err != nil {
-			t.Fatalf("%s: TryWait = %v, %v; want the CQ", what, got, err)
+		if got, ok, err := ch.TryWait(); got != c || !ok || err != nil {
+			t.Fatalf("%s: TryWait = %v, %v, %v; want the CQ", what, got, ok, err)
 		}
 		c.Ack(1)
 	}
 	empty := func(what string) {
 		t.Helper()
-		if _, err := ch.TryWait(); !errors.Is(err, ErrNoEvent) {
-			t.Errorf("%s: TryWait = %v, want ErrNoEvent", what, err)
+		if _, ok, err := ch.TryWait(); ok || err != nil {
+			t.Errorf("%s: TryWait = %v, %v; want false, nil", what, ok, err)
 		}
 	}
 
@@ -331,7 +331,7 @@ func TestChannelCloseWakesWait(t *testing.T) {
 }
 
 // Close racing Waits (parked, cancelled, woken by events) and TryWaits:
-// every call returns, with its context's error, ErrNoEvent or ErrClosed;
+// every call returns, with its context's error, nothing or ErrClosed;
 // nothing hangs, and both of the channel's fds are closed.
 func TestChannelCloseRaces(t *testing.T) {
 	for round := range 20 {
@@ -360,10 +360,10 @@ func TestChannelCloseRaces(t *testing.T) {
 						_, err = ch.Wait(ctx)
 						cancel()
 					} else {
-						_, err = ch.TryWait()
+						_, _, err = ch.TryWait()
 					}
 					switch {
-					case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrNoEvent):
+					case err == nil, errors.Is(err, context.DeadlineExceeded):
 					case errors.Is(err, ErrClosed):
 						done <- nil
 						return
@@ -440,7 +440,7 @@ func TestEventsReachTheirCQ(t *testing.T) {
 		t.Fatalf("Wait after b closed = %v, %v; want a (b's event dropped)", got, err)
 	}
 	a.Ack(1)
-	if got, err := ch.TryWait(); !errors.Is(err, ErrNoEvent) {
-		t.Errorf("TryWait = %v, %v; want ErrNoEvent", got, err)
+	if got, ok, err := ch.TryWait(); ok || err != nil {
+		t.Errorf("TryWait = %v, %v, %v; want nil, false, nil", got, ok, err)
 	}
 }

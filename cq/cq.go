@@ -3,18 +3,16 @@ package cq
 import (
 	"errors"
 	"fmt"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 )
 
-// Backend is the kernel and provider side of one CQ, made by the device
-// context: uverbs implements it, the user never sees it.
-type Backend interface {
-	// Handle is the kernel's handle of the CQ.
+// backend is the kernel and provider side of one CQ, made by the device
+// context (uverbs): see cqseam.NewCQ.
+type backend interface {
 	Handle() uint32
-	// Size is the number of CQEs the CQ holds, at least the size asked for.
 	Size() int
 	// Poll moves up to len(wcs) completions into wcs and returns how many,
 	// or an error once the CQ is broken (an overrun lost completions).
@@ -31,125 +29,28 @@ type Backend interface {
 	Destroy() (compEvents, asyncEvents uint32, err error)
 }
 
-// Ring is a provider's completion ring, to which Poll hands over
-// entirely when the Backend has one (RingBackend): one call into the
-// provider per Poll, and no lock for an empty ring.
-type Ring interface {
-	// PollRing is Poll: it follows RingLock's protocol.
-	PollRing(wcs []WC, l *RingLock) (int, error)
+// ring is a provider's completion ring, to which Poll hands over
+// entirely when the backend has one: one call into the provider per
+// Poll, and no lock for an empty ring. PollRing follows
+// cqseam.RingLock's protocol.
+type ring interface {
+	PollRing(wcs []WC, l *cqseam.RingLock) (int, error)
 }
 
-// RingLock is the CQ's side of a Ring's poll: the CQ's lock and its error
-// word. A Ring's PollRing, in this order:
-//
-//  1. returns *l.Err() if it is not nil and the CQ is not Draining: the
-//     CQ is closed or broken (a Ring whose look finds no ring once its CQ
-//     is closed or broken, which Close and the backend that calls Fail
-//     see to, may read the error word only then); while it is Draining,
-//     goes on to step 3;
-//  2. returns 0 if the ring is empty, reading it without the lock: the
-//     ring may be given back (Close, Resize) at the same time, so the
-//     provider keeps a ring it gave back readable, reading as empty,
-//     until nothing can reach it;
-//  3. takes l.Lock, returns *l.Err() (unlocking) if it is now set and
-//     the CQ is not Draining, consumes up to len(wcs) completions, and,
-//     while Draining, returns l.Drained(n) for the n it consumed; then
-//     l.Unlock.
-//
-// In step 3 a Ring that can tell, under the lock, that Close has not run
-// (its ring is still the one it looked at: Close releases it under the
-// lock) may leave the error word unread: an overrun that Fail records
-// between steps 1 and 3 then lets this one Poll out first, ordered before
-// the Fail, as it would have been had it run a moment earlier. On a
-// single-threaded CQ (Single) no other Poll, and no Close or Resize, runs
-// beside it, so step 3 may consume what the look found without the lock
-// or a second read.
-//
-// So two Polls never take the same completion, and a Poll never reads a
-// ring that Close or Resize (which hold the lock) has unmapped.
-type RingLock struct {
-	mu  sync.Mutex
-	err atomic.Pointer[error]
-	// drain is err while err is an overrun (Fail) whose ring still holds
-	// the completions that came before it: Poll hands them out before
-	// err. Another value (nil once drained; err replaced by Close) means
-	// no drain.
-	drain atomic.Pointer[error]
-	// single: the CQ was made WithSingleThreaded, and Lock and Unlock do
-	// nothing (set by New before the Ring gets the RingLock).
-	single bool
-}
-
-// Err returns the error every Poll returns from now on, or nil.
-func (l *RingLock) Err() *error { return l.err.Load() }
-
-// Lock takes the CQ's lock, unless the CQ is single-threaded.
-func (l *RingLock) Lock() {
-	if !l.single {
-		l.mu.Lock()
-	}
-}
-
-// Single reports whether the CQ is single-threaded: Lock and Unlock then
-// do nothing, and a Ring may consume what its look found (step 3 above).
-func (l *RingLock) Single() bool { return l.single }
-
-// Unlock releases it.
-func (l *RingLock) Unlock() {
-	if !l.single {
-		l.mu.Unlock()
-	}
-}
-
-// Fail records the error that broke the CQ (an overrun). Poll first
-// hands out what the ring still holds (the CQ is Draining), and returns
-// the error from the first Poll that finds the ring empty on. The first
-// error stays; Close's ErrClosed replaces it. It takes no lock: it may
-// run with any lock held.
-func (l *RingLock) Fail(err error) {
-	p := &err
-	// drain before err, so a look that finds err finds drain; where err
-	// is already set (an earlier Fail, or Close), the two differ and no
-	// drain begins.
-	if l.drain.CompareAndSwap(nil, p) {
-		l.err.CompareAndSwap(nil, p)
-	}
-}
-
-// Draining reports whether Fail recorded an overrun whose ring is not yet
-// drained: Poll still hands out what the ring holds. Only under the lock
-// is the answer final.
-func (l *RingLock) Draining() bool {
-	d := l.drain.Load()
-	return d != nil && d == l.err.Load()
-}
-
-// Drained is step 3's result while Draining, under the lock, for the n
-// completions the Poll consumed: (n, nil) while there were any; once a
-// Poll finds the ring empty, the drain ends and the error is returned,
-// by that Poll and every later one.
-func (l *RingLock) Drained(n int) (int, error) {
-	if n > 0 {
-		return n, nil
-	}
-	l.drain.Store(nil)
-	return 0, *l.err.Load()
-}
-
-// RingBackend is a Backend with a Ring for Poll.
-type RingBackend interface {
-	Backend
+// ringBackend is a backend that may have a ring.
+type ringBackend interface {
+	backend
 	// Ring returns the provider's ring, or nil when it has none (Poll
-	// then goes through Backend.Poll under the lock). The backend may
+	// then goes through backend.Poll under the lock). The backend may
 	// keep l, to Fail the CQ.
-	Ring(l *RingLock) Ring
+	Ring(l *cqseam.RingLock) any
 }
 
-// backendRing polls through the Backend, under the lock: for a backend
-// without a Ring.
-type backendRing struct{ be Backend }
+// backendRing polls through the backend, under the lock: for a backend
+// without a ring.
+type backendRing struct{ be backend }
 
-func (r *backendRing) PollRing(wcs []WC, l *RingLock) (int, error) {
+func (r *backendRing) PollRing(wcs []WC, l *cqseam.RingLock) (int, error) {
 	l.Lock()
 	defer l.Unlock()
 	if e := l.Err(); e != nil && !l.Draining() {
@@ -162,16 +63,8 @@ func (r *backendRing) PollRing(wcs []WC, l *RingLock) (int, error) {
 	return n, err
 }
 
-// Request is what a Backend is created from.
-type Request struct {
-	Size       int
-	ChannelFD  int // -1 for none
-	Vector     int
-	UserHandle uint64 // the key events carry back
-}
-
-// Config holds the options of a new CQ.
-type Config struct {
+// config holds the options of a new CQ.
+type config struct {
 	Channel        *Channel
 	Vector         int
 	UserValue      uint64
@@ -179,15 +72,15 @@ type Config struct {
 }
 
 // Option sets an option of a new CQ.
-type Option func(*Config)
+type Option func(*config)
 
 // WithChannel attaches the CQ to a completion channel, which then receives
 // its events once it is armed.
-func WithChannel(ch *Channel) Option { return func(c *Config) { c.Channel = ch } }
+func WithChannel(ch *Channel) Option { return func(c *config) { c.Channel = ch } }
 
 // WithVector picks the completion vector (the interrupt the device raises
 // events on), in [0, uverbs.Context.NumCompVectors).
-func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
+func WithVector(v int) Option { return func(c *config) { c.Vector = v } }
 
 // WithSingleThreaded promises that the CQ is used by one goroutine at a
 // time: no Poll runs at the same time as another Poll, ReqNotify, Resize
@@ -200,11 +93,11 @@ func WithVector(v int) Option { return func(c *Config) { c.Vector = v } }
 // means in Go: a completion handed to two Polls or to none, and a Close
 // racing a Poll may crash the process, as a map written by two
 // goroutines does. Without the option, every method is safe to race.
-func WithSingleThreaded() Option { return func(c *Config) { c.SingleThreaded = true } }
+func WithSingleThreaded() Option { return func(c *config) { c.SingleThreaded = true } }
 
 // WithUserValue stores a value of the caller's with the CQ (the cq_context
 // of ibv_create_cq); UserValue returns it, also from the CQ an event names.
-func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v } }
+func WithUserValue(v uint64) Option { return func(c *config) { c.UserValue = v } }
 
 // CQ is a completion queue (ibv_cq).
 //
@@ -213,25 +106,25 @@ func WithUserValue(v uint64) Option { return func(c *Config) { c.UserValue = v }
 // providers, rxe and mlx5, allow it); a Poll that consumes, ReqNotify,
 // Resize and Close serialise on one lock, so two Polls never take the
 // same completion, and a Close racing a Poll never unmaps the ring under
-// it: the racing Poll returns 0 or ErrClosed (see RingLock). A
+// it: the racing Poll returns 0 or ErrClosed (see cqseam.RingLock). A
 // single-threaded CQ's Poll consumes without the lock, on the caller's
 // promise that nothing races it. Calls after Close return an error
 // wrapping ErrClosed. Ack is a single atomic compare-and-swap.
 type CQ struct {
-	be   Backend
-	cfg  Config
+	be   backend
+	cfg  config
 	dev  string
 	user uint64 // the event handle
 
-	// ring is be's provider ring (RingBackend), or be itself through
+	// ring is be's provider ring (ringBackend), or be itself through
 	// backendRing: set by New, never changed.
-	ring Ring
+	ring ring
 
 	delivered atomic.Uint64 // completion events Wait/TryWait returned for this CQ
 	acked     atomic.Uint64 // … and Ack acknowledged
 
-	lock   RingLock    // lock.mu serialises the backend's calls (Ack excepted); lock.err is Poll's
-	closed atomic.Bool // set under lock.mu; read anywhere
+	lock   cqseam.RingLock // its Mutex serialises the backend's calls (Ack excepted); lock.err is Poll's
+	closed atomic.Bool     // set under the lock; read anywhere
 }
 
 // handles hands out the user handles that CQ events carry: a counter, so
@@ -239,12 +132,10 @@ type CQ struct {
 // never by a key that a destroyed CQ used.
 var handles atomic.Uint64
 
-// New creates a CQ of at least size entries through create, which makes
-// the kernel object (uverbs.Context.NewCQ passes its own). dev names the
-// device in errors.
-func New(dev string, size int, create func(Request) (Backend, error), opts ...Option) (*CQ, error) {
+// newCQ is cqseam.NewCQ.
+func newCQ(dev string, size int, create func(cqseam.Request) (any, error), opts []Option) (*CQ, error) {
 	const op = "create cq"
-	var cfg Config
+	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -255,24 +146,35 @@ func New(dev string, size int, create func(Request) (Backend, error), opts ...Op
 		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("completion vector %d: %w", cfg.Vector, syscall.EINVAL)}
 	}
 	c := &CQ{cfg: cfg, dev: dev, user: handles.Add(1)}
-	c.lock.single = cfg.SingleThreaded
-	req := Request{Size: size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user}
+	if cfg.SingleThreaded {
+		c.lock.SetSingle()
+	}
+	req := cqseam.Request{Size: size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user}
 	if ch := cfg.Channel; ch != nil {
 		if err := ch.attach(c.user, c); err != nil {
 			return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("comp channel: %w", err)}
 		}
 		req.ChannelFD = ch.FD()
 	}
-	be, err := create(req)
+	v, err := create(req)
 	if err != nil {
 		if cfg.Channel != nil {
 			cfg.Channel.detach(c.user)
 		}
 		return nil, err
 	}
+	be, ok := v.(backend)
+	if !ok {
+		panic(fmt.Sprintf("cq: backend %T lacks a method of cqseam.NewCQ", v))
+	}
 	c.be = be
-	if rb, ok := be.(RingBackend); ok {
-		c.ring = rb.Ring(&c.lock)
+	if rb, ok := be.(ringBackend); ok {
+		if r := rb.Ring(&c.lock); r != nil {
+			c.ring, ok = r.(ring)
+			if !ok {
+				panic(fmt.Sprintf("cq: ring %T lacks PollRing", r))
+			}
+		}
 	}
 	if c.ring == nil {
 		c.ring = &backendRing{be}
@@ -297,12 +199,6 @@ func (c *CQ) Vector() int { return c.cfg.Vector }
 // async events (uverbs.AsyncEvent.CQHandle) carry.
 func (c *CQ) EventHandle() uint64 { return c.user }
 
-// Backend returns what created the CQ (uverbs' side of it), for uverbs.
-func (c *CQ) Backend() Backend { return c.be }
-
-// Handle returns the kernel's handle of the CQ, for QP creation.
-func (c *CQ) Handle() uint32 { return c.be.Handle() }
-
 // errPollClosed is what Poll returns after Close; Close stores it in the
 // RingLock's error word.
 var errPollClosed error = &OpError{Op: "poll cq", Err: ErrClosed}
@@ -323,8 +219,8 @@ func (c *CQ) Poll(wcs []WC) (int, error) {
 // below what the CQ holds now or above the device's maximum.
 func (c *CQ) Resize(n int) error {
 	const op = "resize cq"
-	c.lock.mu.Lock()
-	defer c.lock.mu.Unlock()
+	c.lock.Mutex().Lock()
+	defer c.lock.Mutex().Unlock()
 	if c.closed.Load() {
 		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
 	}
@@ -337,42 +233,65 @@ func (c *CQ) Resize(n int) error {
 	return nil
 }
 
+// Notify says which completion raises the event of an armed CQ
+// (ReqNotify).
+type Notify uint8
+
+const (
+	// NextCompletion: the next completion, whatever it is.
+	NextCompletion Notify = iota
+	// NextSolicited: the next solicited completion (a receive whose send
+	// carried the solicited flag) or unsuccessful one
+	// (ibv_req_notify_cq's solicited_only).
+	NextSolicited
+)
+
 // ReqNotify arms the CQ (ibv_req_notify_cq): the next completion added to
-// it raises one event on its channel; with solicitedOnly, only the next
-// solicited or unsuccessful completion does. Arming is one-shot: after
-// one event, nothing more comes until the next ReqNotify, and there is
-// neither an "after N completions" mode nor an automatic re-arm. Arming
-// again before the event is harmless, and a plain arm overrides a
-// solicited one. A completion already in the CQ when it is armed raises
-// no event, so poll after arming: arm, poll until empty, then wait (as
-// [Channel.Serve] does).
-func (c *CQ) ReqNotify(solicitedOnly bool) error {
+// it that n names raises one event on its channel. Arming is one-shot:
+// after one event, nothing more comes until the next ReqNotify, and there
+// is neither an "after N completions" mode nor an automatic re-arm.
+// Arming again before the event is harmless, and NextCompletion overrides
+// an earlier NextSolicited. A completion already in the CQ when it is
+// armed raises no event, so poll after arming: arm, poll until empty,
+// then wait (as [Channel.Serve] does). Another value of n is an error
+// wrapping EINVAL.
+func (c *CQ) ReqNotify(n Notify) error {
 	// The lock is released by hand on each path, not deferred: a
 	// deferred call costs every arm a closure's setup and an indirect
 	// call, on the path that runs once per event.
-	c.lock.mu.Lock()
+	if n > NextSolicited {
+		return c.notifyErr(n)
+	}
+	c.lock.Mutex().Lock()
 	if c.closed.Load() {
-		c.lock.mu.Unlock()
+		c.lock.Mutex().Unlock()
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
 	}
-	err := c.be.ReqNotify(solicitedOnly)
-	c.lock.mu.Unlock()
+	err := c.be.ReqNotify(n == NextSolicited)
+	c.lock.Mutex().Unlock()
 	if err != nil {
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: err}
 	}
 	return nil
 }
 
+// notifyErr is ReqNotify's error for a bad n, off its path.
+//
+//go:noinline
+func (c *CQ) notifyErr(n Notify) error {
+	return &OpError{Op: "req notify cq", Device: c.dev, Err: fmt.Errorf("notify %d: %w", n, syscall.EINVAL)}
+}
+
 // eventRead counts an event the channel delivers; false if the CQ is closed.
 func (c *CQ) eventRead() bool {
-	c.lock.mu.Lock() // released by hand, as in ReqNotify
+	c.lock.Mutex().Lock() // released by hand, as in ReqNotify
 	if c.closed.Load() {
-		c.lock.mu.Unlock()
+		c.lock.Mutex().Unlock()
 		return false
 	}
 	c.delivered.Add(1)
 	c.be.EventRead()
-	c.lock.mu.Unlock()
+	c.lock.Mutex().Unlock()
 	return true
 }
 
@@ -429,8 +348,8 @@ func (c *CQ) Unacked() int {
 // CQ, and with ErrClosed the second time.
 func (c *CQ) Close() error {
 	const op = "destroy cq"
-	c.lock.mu.Lock()
-	defer c.lock.mu.Unlock()
+	c.lock.Mutex().Lock()
+	defer c.lock.Mutex().Unlock()
 	if c.closed.Load() {
 		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
 	}
@@ -444,14 +363,14 @@ func (c *CQ) Close() error {
 		// The device context is closed: the kernel destroyed the CQ with it
 		// and the backend released the ring, so the CQ is gone all the same.
 		c.closed.Store(true)
-		c.lock.err.Store(&errPollClosed)
+		c.lock.Close(&errPollClosed)
 		if c.cfg.Channel != nil {
 			c.cfg.Channel.detach(c.user)
 		}
 		return err
 	}
 	c.closed.Store(true)
-	c.lock.err.Store(&errPollClosed)
+	c.lock.Close(&errPollClosed)
 	if c.cfg.Channel != nil {
 		c.cfg.Channel.detach(c.user)
 	}
@@ -463,8 +382,8 @@ func (c *CQ) Close() error {
 // before the error word says ErrClosed (RingLock's protocol, as in Close),
 // and every later call returns ErrClosed.
 func (c *CQ) shut(release func()) {
-	c.lock.mu.Lock()
-	defer c.lock.mu.Unlock()
+	c.lock.Mutex().Lock()
+	defer c.lock.Mutex().Unlock()
 	if c.closed.Load() {
 		return
 	}
@@ -472,7 +391,7 @@ func (c *CQ) shut(release func()) {
 		release()
 	}
 	c.closed.Store(true)
-	c.lock.err.Store(&errPollClosed)
+	c.lock.Close(&errPollClosed)
 	if c.cfg.Channel != nil {
 		c.cfg.Channel.detach(c.user)
 	}

@@ -17,7 +17,7 @@
 // the poll comes after the arm. [Channel.Serve] runs that loop for one or
 // many CQs and cannot lose a completion. A wait parks its goroutine on
 // the Go runtime's poller, not an OS thread, and ends when its context
-// does; [Channel.TryWait] never blocks.
+// does; [Channel.TryWait] never blocks, and says whether it found an event.
 //
 // One channel serves many CQs: an event names its CQ through a handle
 // table, never a raw pointer.
@@ -41,11 +41,11 @@
 //     under it (the racing Poll returns 0 or [ErrClosed]). A Poll that
 //     finds the CQ empty takes no lock: it reads the ring's two
 //     indices (rxe) or the next CQE's owner bit (mlx5), and the provider keeps a ring it gave back readable until
-//     nothing can reach it ([RingLock]). [CQ.Ack] and [CQ.Unacked] are
+//     nothing can reach it. [CQ.Ack] and [CQ.Unacked] are
 //     lock-free.
 //   - One [Channel.Wait] or [Channel.TryWait] at a time reads the
 //     channel's fd; the others queue, each event going to exactly one of
-//     them (a TryWait that finds a Wait reading returns [ErrNoEvent]).
+//     them (a TryWait that finds a Wait reading returns false: the Wait takes the event).
 //     Close wakes a waiting Wait with [ErrClosed].
 //   - [Channel.Serve] owns the channel's events while it runs: run one
 //     per channel, and no other Wait or TryWait on that channel, since an

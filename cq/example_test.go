@@ -33,7 +33,7 @@ func ExampleChannel_Wait() {
 	defer cancel()
 	wcs := make([]cq.WC, 64)
 	for {
-		if err := c.ReqNotify(false); err != nil {
+		if err := c.ReqNotify(cq.NextCompletion); err != nil {
 			log.Fatal(err)
 		}
 		for n, _ := c.Poll(wcs); n > 0; n, _ = c.Poll(wcs) {
@@ -77,7 +77,7 @@ func ExampleChannel_Serve() {
 	defer recv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	err = ch.Serve(ctx, []*cq.CQ{send, recv}, false, make([]cq.WC, 32), func(c *cq.CQ, wcs []cq.WC) error {
+	err = ch.Serve(ctx, []*cq.CQ{send, recv}, nil, func(c *cq.CQ, wcs []cq.WC) error {
 		fmt.Println(len(wcs), "completions")
 		return nil
 	})

@@ -5,14 +5,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/cqseam"
 )
 
-// fakeBackend is a Backend whose ring is a slice of WRIDs; with ring set
-// it is a RingBackend whose ring follows RingLock's protocol.
+// fakeBackend is a backend whose ring is a slice of WRIDs; with ring set
+// it is a ringBackend whose ring follows cqseam.RingLock's protocol.
 type fakeBackend struct {
 	wrids    []uint64
 	ring     bool
-	l        *RingLock
+	l        *cqseam.RingLock
 	polls    int // Backend.Poll calls
 	locked   bool
 	released bool
@@ -41,7 +43,7 @@ func (b *fakeBackend) Poll(wcs []WC) (int, error) {
 
 type fakeRing struct{ b *fakeBackend }
 
-func (r fakeRing) PollRing(wcs []WC, l *RingLock) (int, error) {
+func (r fakeRing) PollRing(wcs []WC, l *cqseam.RingLock) (int, error) {
 	if e := l.Err(); e != nil {
 		return 0, *e
 	}
@@ -59,7 +61,7 @@ func (r fakeRing) PollRing(wcs []WC, l *RingLock) (int, error) {
 
 type fakeRingBackend struct{ *fakeBackend }
 
-func (b fakeRingBackend) Ring(l *RingLock) Ring {
+func (b fakeRingBackend) Ring(l *cqseam.RingLock) any {
 	b.l = l
 	return fakeRing{b.fakeBackend}
 }
@@ -67,12 +69,12 @@ func (b fakeRingBackend) Ring(l *RingLock) Ring {
 func newFake(t *testing.T, ring bool, wrids ...uint64) (*CQ, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{wrids: wrids, ring: ring}
-	c, err := New("fake0", 16, func(Request) (Backend, error) {
+	c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) {
 		if ring {
 			return fakeRingBackend{fb}, nil
 		}
 		return fb, nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,16 +152,16 @@ func TestPollAllocatesNothing(t *testing.T) {
 func TestSingleThreadedTakesNoLock(t *testing.T) {
 	for _, ring := range []bool{true, false} {
 		fb := &fakeBackend{wrids: []uint64{1, 2, 3}, ring: ring}
-		c, err := New("fake0", 16, func(Request) (Backend, error) {
+		c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) {
 			if ring {
 				return fakeRingBackend{fb}, nil
 			}
 			return fb, nil
-		}, WithSingleThreaded())
+		}, []Option{WithSingleThreaded()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.lock.mu.Lock() // held elsewhere: a Poll that took it would hang
+		c.lock.Mutex().Lock() // held elsewhere: a Poll that took it would hang
 		wcs := make([]WC, 2)
 		if n, err := c.Poll(wcs); n != 2 || err != nil || wcs[1].WRID != 2 {
 			t.Fatalf("ring %v: Poll = %d, %v, %+v", ring, n, err, wcs[:n])
@@ -167,7 +169,7 @@ func TestSingleThreadedTakesNoLock(t *testing.T) {
 		if n := testing.AllocsPerRun(10, func() { c.Poll(wcs) }); n != 0 {
 			t.Errorf("ring %v: Poll allocates %v times", ring, n)
 		}
-		c.lock.mu.Unlock()
+		c.lock.Mutex().Unlock()
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +179,7 @@ func TestSingleThreadedTakesNoLock(t *testing.T) {
 	}
 
 	c, _ := newFake(t, true, 1)
-	c.lock.mu.Lock()
+	c.lock.Mutex().Lock()
 	done := make(chan int)
 	go func() { n, _ := c.Poll(make([]WC, 1)); done <- n }()
 	select {
@@ -185,7 +187,7 @@ func TestSingleThreadedTakesNoLock(t *testing.T) {
 		t.Fatalf("a default CQ's Poll consumed %d without its lock", n)
 	case <-time.After(20 * time.Millisecond):
 	}
-	c.lock.mu.Unlock()
+	c.lock.Mutex().Unlock()
 	if n := <-done; n != 1 {
 		t.Errorf("Poll after the lock came free = %d, want 1", n)
 	}
@@ -195,7 +197,7 @@ func TestSingleThreadedTakesNoLock(t *testing.T) {
 func newFakeOn(t *testing.T, ch *Channel) (*CQ, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{}
-	c, err := New("fake0", 16, func(Request) (Backend, error) { return fb, nil }, WithChannel(ch))
+	c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) { return fb, nil }, []Option{WithChannel(ch)})
 	if err != nil {
 		t.Fatal(err)
 	}

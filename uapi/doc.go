@@ -83,5 +83,12 @@
 // carries an address the kernel dereferences (a write command's response,
 // the memory of reg_mr, mlx5 queue buffers and doorbells) is a [Pointer].
 //
+// # No compatibility promise
+//
+// uapi is public because the generated mirrors of a public ABI are useful
+// to read, not because programs should use them: it carries no user-facing
+// API and no compatibility promise. Names and types follow the headers and
+// the generator, and change when they do. Programs use uverbs and cq.
+//
 //go:generate go run ../internal/cmd/genuapi -o .
 package uapi

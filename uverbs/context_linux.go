@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
-	"github.com/goverbs/goverbs/internal/cqhook"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -231,7 +231,7 @@ func (c *Context) Close() error {
 	c.chans = nil
 	c.chMu.Unlock()
 	for ch := range chans {
-		cqhook.Shut(ch, func() {}) // marks it only
+		cqseam.Shut(ch, func() {}) // marks it only
 	}
 	perr := c.drv.Close()
 	aerr := c.async.Close() // ends the async watcher
@@ -246,12 +246,12 @@ func (c *Context) Close() error {
 	c.cqs.Range(func(_, v any) bool {
 		b := v.(*cqBackend)
 		if q := b.q.Load(); q != nil { // nil: NewCQ, still running, ends it
-			cqhook.Shut(q, b.CQ.Release)
+			cqseam.Shut(q, b.CQ.Release)
 		}
 		return true
 	})
 	for ch := range chans {
-		cqhook.Shut(ch, nil) // its fds
+		cqseam.Shut(ch, nil) // its fds
 	}
 	c.drv.Release()
 	// The QPs' rings go last: on rxe they are mappings of the device

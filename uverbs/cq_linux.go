@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
-	"github.com/goverbs/goverbs/internal/cqhook"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 )
@@ -24,13 +24,14 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 	if err != nil {
 		return nil, c.opErr(op, err)
 	}
-	ch, err := cq.NewChannel(fd, c.dev.Name)
+	v, err := cqseam.NewChannel(fd, c.dev.Name)
 	if err != nil {
 		return nil, err
 	}
+	ch := v.(*cq.Channel)
 	c.chMu.Lock()
 	for o := range c.chans { // forget those closed since: creation is rare
-		if cqhook.Closed(o) {
+		if cqseam.Closed(o) {
 			delete(c.chans, o)
 		}
 	}
@@ -43,7 +44,7 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 // (ibv_create_cq), with options cq.WithChannel, cq.WithVector and
 // cq.WithUserValue.
 func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
-	q, err := cq.New(c.dev.Name, size, func(r cq.Request) (cq.Backend, error) {
+	v, err := cqseam.NewCQ(c.dev.Name, size, func(r cqseam.Request) (any, error) {
 		const op = "create cq"
 		if r.Vector >= c.vectors {
 			return nil, c.opErr(op, fmt.Errorf("completion vector %d out of range [0, %d): %w", r.Vector, c.vectors, unix.EINVAL))
@@ -66,19 +67,20 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 		b := &cqBackend{CQ: pcq, ctx: c, user: r.UserHandle, acks: acks}
 		c.cqs.Store(r.UserHandle, b)
 		return b, nil
-	}, opts...)
+	}, opts)
 	if err != nil {
 		return nil, err
 	}
+	q := v.(*cq.CQ)
 	// Context.Close ends the CQs it finds with a *cq.CQ; one it closed
 	// while New was finishing is ended here.
-	b := q.Backend().(*cqBackend)
+	b := cqseam.Backend(q).(*cqBackend)
 	c.mu.RLock()
 	b.q.Store(q)
 	closed := c.closed.Load()
 	c.mu.RUnlock()
 	if closed {
-		cqhook.Shut(q, b.CQ.Release)
+		cqseam.Shut(q, b.CQ.Release)
 		return nil, c.opErr("create cq", ErrClosed)
 	}
 	return q, nil
@@ -93,8 +95,8 @@ type cqBackend struct {
 	user   uint64         // the kernel user handle: async events name the CQ by it
 	acks   *atomic.Uint32 // async events about the CQ acknowledged
 	broken atomic.Pointer[brokenErr]
-	ring   atomic.Pointer[cq.RingLock] // cq.CQ's, when the provider's ring polls directly
-	q      atomic.Pointer[cq.CQ]       // the CQ, once NewCQ has it: Context.Close ends it
+	ring   atomic.Pointer[cqseam.RingLock] // cq.CQ's, when the provider's ring polls directly
+	q      atomic.Pointer[cq.CQ]           // the CQ, once NewCQ has it: Context.Close ends it
 }
 
 // Poll polls the provider's ring, for a backend without a Ring. After an
@@ -107,12 +109,12 @@ func (b *cqBackend) Poll(wcs []cq.WC) (int, error) {
 // Ring gives cq.CQ the provider's ring to poll directly, where the
 // provider has one that can be read without a lock (rxe, mlx5): Poll then makes
 // one call into the provider, not two. fail sets l's error from then on.
-func (b *cqBackend) Ring(l *cq.RingLock) cq.Ring {
+func (b *cqBackend) Ring(l *cqseam.RingLock) any {
 	b.ring.Store(l)
 	if e := b.broken.Load(); e != nil { // an overrun before the store
 		l.Fail(e.poll)
 	}
-	r, ok := b.CQ.(cq.Ring)
+	r, ok := b.CQ.(provider.Ring)
 	if !ok {
 		return nil
 	}
@@ -125,7 +127,7 @@ type brokenErr struct{ cause, poll error }
 
 // fail marks the CQ broken by cause. A provider ring that can break
 // (rxe's) is broken after the RingLock has the error: its look, which
-// then finds no ring, returns the error it finds there (cq.RingLock,
+// then finds no ring, returns the error it finds there (cqseam.RingLock,
 // step 1).
 func (b *cqBackend) fail(cause error) {
 	e := &brokenErr{cause: cause, poll: b.ctx.opErr("poll cq", cause)}
@@ -207,6 +209,6 @@ func (c *Context) noteAsync(ev AsyncEvent) {
 
 // backendOf returns the context-side backend of a CQ made by NewCQ.
 func backendOf(q *cq.CQ) (*cqBackend, bool) {
-	b, ok := q.Backend().(*cqBackend)
+	b, ok := cqseam.Backend(q).(*cqBackend)
 	return b, ok
 }

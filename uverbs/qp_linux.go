@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
-	"github.com/goverbs/goverbs/internal/cqhook"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
@@ -159,10 +159,13 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 	default:
 		return nil, ctx.opErr(op, fmt.Errorf("QP type %v: %w", cfg.Type, unix.EINVAL))
 	}
-	for _, q := range []*cq.CQ{cfg.SendCQ, cfg.RecvCQ} {
-		if b, ok := backendOf(q); !ok || b.ctx != ctx {
+	var cqHandles [2]uint32 // send, receive
+	for i, q := range []*cq.CQ{cfg.SendCQ, cfg.RecvCQ} {
+		b, ok := backendOf(q)
+		if !ok || b.ctx != ctx {
 			return nil, ctx.opErr(op, fmt.Errorf("a CQ from another context: %w", unix.EINVAL))
 		}
+		cqHandles[i] = b.Handle()
 	}
 	if err := closedCQErr(cfg); err != nil {
 		return nil, ctx.opErr(op, err)
@@ -181,8 +184,8 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 	ctx.trackAsync(ElementQP, handle) // before the create: no event goes uncounted
 	pq, err := ctx.drv.CreateQP(kverbs.QPReq{
 		PD:         p.handle,
-		SendCQ:     cfg.SendCQ.Handle(),
-		RecvCQ:     cfg.RecvCQ.Handle(),
+		SendCQ:     cqHandles[0],
+		RecvCQ:     cqHandles[1],
 		UserHandle: handle,
 		Type:       uint8(cfg.Type),
 		SigAll:     cfg.SigAll,
@@ -331,7 +334,7 @@ func (q *QP) reset() {
 			continue
 		}
 		if b, ok := backendOf(c); ok {
-			cqhook.Exclusive(c, func() { r.CleanCQ(b.CQ) })
+			cqseam.Exclusive(c, func() { r.CleanCQ(b.CQ) })
 		}
 	}
 	r.Reset()

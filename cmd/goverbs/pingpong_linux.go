@@ -248,7 +248,7 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 		return nil
 	}
 	if c.events {
-		if err := q.ReqNotify(false); err != nil {
+		if err := q.ReqNotify(cq.NextCompletion); err != nil {
 			return err
 		}
 	}
@@ -348,7 +348,7 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 			if fired != q {
 				return errors.New("CQ event for an unknown CQ")
 			}
-			if err := q.ReqNotify(false); err != nil {
+			if err := q.ReqNotify(cq.NextCompletion); err != nil {
 				return err
 			}
 			if n, err = q.Poll(wcs); err != nil {

@@ -152,7 +152,7 @@ func (s *side) postRecv() error {
 // serve echoes every message until ctx ends: Serve arms the CQ, polls it
 // empty, and sleeps on the channel between events.
 func (s *side) serve(ctx context.Context) error {
-	return s.ch.Serve(ctx, []*cq.CQ{s.c}, false, make([]cq.WC, 8), func(_ *cq.CQ, wcs []cq.WC) error {
+	return s.ch.Serve(ctx, []*cq.CQ{s.c}, &cq.ServeOptions{Batch: 8}, func(_ *cq.CQ, wcs []cq.WC) error {
 		for _, wc := range wcs {
 			if wc.Status != cq.Success {
 				return fmt.Errorf("%v completion: %v", wc.Opcode, wc.Status)
@@ -184,7 +184,7 @@ func (s *side) roundTrip(ctx context.Context, msg []byte) ([]byte, error) {
 	}
 	wcs := make([]cq.WC, 8)
 	for {
-		if err := s.c.ReqNotify(false); err != nil {
+		if err := s.c.ReqNotify(cq.NextCompletion); err != nil {
 			return nil, err
 		}
 		n, err := s.c.Poll(wcs)

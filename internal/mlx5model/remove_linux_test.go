@@ -86,7 +86,7 @@ func TestRemoveDevice(t *testing.T) {
 
 	// An event queued on queuedCh, not read: scq armed, one more exchange.
 	events := dev.Stats().Events
-	must(scq.ReqNotify(false))
+	must(scq.ReqNotify(cq.NextCompletion))
 	must(exchange())
 	rdmatest.PollN(t, scq, 1)
 	rdmatest.PollN(t, rcq, 1)
@@ -97,7 +97,7 @@ func TestRemoveDevice(t *testing.T) {
 	}
 
 	// The waiters.
-	must(idle.ReqNotify(false))
+	must(idle.ReqNotify(cq.NextCompletion))
 	waitCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	compDone := make(chan error, 1)
@@ -166,7 +166,7 @@ func TestRemoveDevice(t *testing.T) {
 		t.Error("no DEVICE_FATAL 5 s after the removal")
 	}
 	// The unread event was dropped with the channel's queue.
-	_, err = queuedCh.TryWait()
+	_, _, err = queuedCh.TryWait()
 	isEIO("TryWait on the channel with the dropped event", err, "get cq event")
 	shortCtx, cancelShort := context.WithTimeout(context.Background(), 5*time.Second)
 	start := time.Now()
@@ -176,7 +176,7 @@ func TestRemoveDevice(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("Wait on a removed device's channel took %v, want at once", d)
 	}
-	_, err = waitCh.TryWait()
+	_, _, err = waitCh.TryWait()
 	isEIO("TryWait on the waiter's channel", err, "get cq event")
 	// What read(2) says, under goverbs: EIO, as the kernel's channel
 	// (ib_uverbs_event_read on a closed queue), not end of file (which
@@ -231,7 +231,7 @@ func TestRemoveDevice(t *testing.T) {
 		SGL: []uverbs.SGE{mr.SGE(0, 64)}}}); n != 1 || err != nil {
 		t.Errorf("PostSend after the removal: %d, %v; want 1, nil (a ring write and a doorbell into a zapped page)", n, err)
 	}
-	if err := scq.ReqNotify(false); err != nil {
+	if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Errorf("ReqNotify after the removal: %v; want nil (a doorbell record and a zapped page)", err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -276,7 +276,7 @@ func TestRemoveDevice(t *testing.T) {
 	if _, err := a.PostSend(nil); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("PostSend after Close: %v, want ErrClosed", err)
 	}
-	if _, err := waitCh.TryWait(); !errors.Is(err, cq.ErrClosed) {
+	if _, _, err := waitCh.TryWait(); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("TryWait after Close: %v, want ErrClosed", err)
 	}
 	if _, err := c.WaitAsyncEvent(context.Background()); !errors.Is(err, uverbs.ErrClosed) {

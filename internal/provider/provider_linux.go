@@ -2,6 +2,7 @@ package provider
 
 import (
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/transport"
 )
@@ -59,6 +60,13 @@ type CQ interface {
 	Destroy() (kverbs.Events, error)
 	// Release releases the ring without the kernel (its context is gone).
 	Release()
+}
+
+// Ring is a CQ whose ring cq.CQ.Poll reads directly (rxe, mlx5): one call
+// into the provider per Poll, and no lock for an empty ring. PollRing
+// follows cqseam.RingLock's protocol.
+type Ring interface {
+	PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error)
 }
 
 // QP is the provider's side of a queue pair.

@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"fmt"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func BenchmarkMlx5PollEmpty(b *testing.B) {
 // no lock.
 func BenchmarkMlx5PollRingEmpty(b *testing.B) {
 	_, q, _ := benchRig(b)
-	var l cq.RingLock
+	var l cqseam.RingLock
 	wcs := make([]cq.WC, 16)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -52,7 +53,7 @@ func BenchmarkMlx5PollRingEmpty(b *testing.B) {
 // error word, Poll, unlock.
 func BenchmarkMlx5PollLockedEmpty(b *testing.B) {
 	_, q, _ := benchRig(b)
-	var l cq.RingLock
+	var l cqseam.RingLock
 	wcs := make([]cq.WC, 16)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -84,7 +85,7 @@ func BenchmarkMlx5PollRingCQE(b *testing.B) {
 	for _, batch := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			_, q, _ := benchRig(b)
-			var l cq.RingLock
+			var l cqseam.RingLock
 			drainBench(b, q, batch, func(wcs []cq.WC) int {
 				n, _ := q.PollRing(wcs, &l)
 				return n

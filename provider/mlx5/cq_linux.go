@@ -3,6 +3,7 @@ package mlx5
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
@@ -60,7 +61,7 @@ type CQ struct {
 	look qpLookup
 }
 
-var _ cq.Ring = (*CQ)(nil) // uverbs hands it to cq.CQ.Poll (cqBackend.Ring)
+var _ provider.Ring = (*CQ)(nil) // uverbs hands it to cq.CQ.Poll (cqBackend.Ring)
 
 // cqRing is what PollRing reads of a CQ's ring without the lock: where
 // the CQEs are, how many, how big, and the consumer index. It is made
@@ -225,7 +226,7 @@ func (q *CQ) owned(i uint32) (*cqe64, bool) {
 	return c, true
 }
 
-// PollRing is cq.CQ.Poll, following cq.RingLock's protocol: an empty
+// PollRing is cq.CQ.Poll, following cqseam.RingLock's protocol: an empty
 // ring costs a look at one CQE's op_own, no lock and no system call; a
 // released ring reads as empty.
 //
@@ -235,7 +236,7 @@ func (q *CQ) owned(i uint32) (*cqe64, bool) {
 // retired in between: the retired memory reads as zeros, which may look
 // empty or not, so a ring that is no longer live is polled under the
 // lock, which sees the CQ as it is.
-func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
+func (q *CQ) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	if e := l.Err(); e != nil {
 		if l.Draining() { // an overrun: what the ring holds comes first
 			return q.drain(wcs, l)
@@ -259,10 +260,10 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 	return n, nil
 }
 
-// drain is PollRing on a CQ that overran (cq.RingLock.Draining): it
+// drain is PollRing on a CQ that overran (cqseam.RingLock.Draining): it
 // hands out the completions the ring still holds, under the lock, and
 // the overrun's error once it finds the ring empty.
-func (q *CQ) drain(wcs []cq.WC, l *cq.RingLock) (int, error) {
+func (q *CQ) drain(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	l.Lock()
 	defer l.Unlock()
 	if !l.Draining() {

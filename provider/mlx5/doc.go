@@ -41,4 +41,11 @@
 // No ConnectX is needed to test it: internal/mlx5model plays the kernel
 // driver and the HCA in-process, and the conformance suite runs against
 // it (make model).
+//
+// # No compatibility promise
+//
+// Users never import it: uverbs picks it for devices whose driver id is
+// RDMA_DRIVER_MLX5. Its exported names are the provider seam
+// (internal/provider), which changes with goverbs' internals: the package
+// carries no user-facing API and no compatibility promise.
 package mlx5

@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"errors"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"runtime"
 	"slices"
 	"sync"
@@ -52,7 +53,7 @@ func TestPollRingRacesRetire(t *testing.T) {
 		qp.sq.wrid[i], qp.sq.wqeHead[i] = uint64(i), uint32(i)
 	}
 	q := testCQ(t, c, 8, 64)
-	var l cq.RingLock
+	var l cqseam.RingLock
 	closed := errors.New("closed")
 	got := make([][]uint32, 4)
 	var wg sync.WaitGroup
@@ -171,7 +172,7 @@ func TestPollRingRacesModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := k.(*CQ)
-		var l cq.RingLock
+		var l cqseam.RingLock
 		closed := errors.New("closed")
 		var wg sync.WaitGroup
 		var polls atomic.Int64
@@ -227,7 +228,7 @@ func TestPollRingRacesModel(t *testing.T) {
 func TestPollRingRacesResize(t *testing.T) {
 	c, _ := testCtx(t)
 	q := testCQ(t, c, 8, 64)
-	var l cq.RingLock
+	var l cqseam.RingLock
 	closed := errors.New("closed")
 	var wg sync.WaitGroup
 	var polls atomic.Int64

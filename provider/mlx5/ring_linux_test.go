@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"os"
 	"runtime"
 	"strings"
@@ -460,7 +461,7 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	c, _ := testCtx(t)
 	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
 	q := testCQ(t, c, 16, 64)
-	var l cq.RingLock
+	var l cqseam.RingLock
 	wcs := make([]cq.WC, 16)
 	swr := []provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
 	rwr := []provider.RecvWR{{SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
@@ -539,7 +540,7 @@ func sendCQE(qp *QP, pi uint32, wrid uint64) cqeFields {
 	return cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(idx)}
 }
 
-// PollRing follows cq.RingLock's protocol: an empty ring is answered
+// PollRing follows cqseam.RingLock's protocol: an empty ring is answered
 // without the lock (here held by the test, as a Close would), a ring with
 // completions only under it, and the error word wins over both. The
 // consumer index it looks at follows Poll across the owner bit's passes.
@@ -548,7 +549,7 @@ func TestPollRing(t *testing.T) {
 	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 	for _, size := range []uint32{64, 128} {
 		q := testCQ(t, c, 8, size)
-		var l cq.RingLock
+		var l cqseam.RingLock
 		wcs := make([]cq.WC, 3)
 		if n, err := pollHeld(t, q, wcs, &l); n != 0 || err != nil {
 			t.Fatalf("%d-byte CQEs: empty ring: %d, %v", size, n, err)
@@ -611,7 +612,7 @@ func TestPollRing(t *testing.T) {
 // pollHeld calls PollRing while the test holds l, as a Close or Resize
 // would: an empty ring must be answered without the lock, or the test
 // fails.
-func pollHeld(t *testing.T, q *CQ, wcs []cq.WC, l *cq.RingLock) (int, error) {
+func pollHeld(t *testing.T, q *CQ, wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	t.Helper()
 	type result struct {
 		n   int
@@ -647,7 +648,7 @@ func TestPollRingReleased(t *testing.T) {
 	if !r.ready() {
 		t.Fatal("a ring with 3 completions is not ready")
 	}
-	var l cq.RingLock
+	var l cqseam.RingLock
 	q.Release()
 	// What a PollRing that loaded the ring before Release reads now: the
 	// placeholder's zeros, and no fault.
@@ -688,7 +689,7 @@ func TestPollRingResize(t *testing.T) {
 	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 	for _, size := range []uint32{64, 128} {
 		q := testCQ(t, c, 8, size)
-		var l cq.RingLock
+		var l cqseam.RingLock
 		wcs := make([]cq.WC, 8)
 		// Start on the second pass, mid-ring, so the copies cross the wrap.
 		q.ci = 13
@@ -804,7 +805,7 @@ func TestResizeWithoutResizeCQE(t *testing.T) {
 	if perm := mapping(t, addr); perm != "r--p" {
 		t.Errorf("the old ring at %#x: %q, want the read-only placeholder", addr, perm)
 	}
-	var l cq.RingLock
+	var l cqseam.RingLock
 	if n, err := q.PollRing(make([]cq.WC, 4), &l); n != 0 || err != nil {
 		t.Errorf("PollRing on the new, empty ring: %d, %v", n, err)
 	}

@@ -3,6 +3,7 @@ package rxe
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -57,7 +58,7 @@ func (q *CQ) Handle() uint32 { return q.handle }
 // Size returns the number of CQEs the CQ holds.
 func (q *CQ) Size() int { return q.size }
 
-// PollRing is cq.CQ.Poll, following cq.RingLock's protocol: an empty
+// PollRing is cq.CQ.Poll, following cqseam.RingLock's protocol: an empty
 // ring costs two loads of its indices, no lock and no system call; a
 // released ring reads as empty. Under the lock it acquire-loads the
 // producer index, copies each slot, and release-stores the consumer
@@ -65,7 +66,7 @@ func (q *CQ) Size() int { return q.size }
 // a slot for it. Both indices are masked as they are read, as rdma-core's
 // queue_empty does: an index the kernel (or a stray store) left out of
 // range cannot make it hand back more than the ring holds.
-func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
+func (q *CQ) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	// The error word is read only when the look finds no ring: Close
 	// releases the ring (Release) before it stores ErrClosed, and the
 	// uverbs layer breaks it (Break) after Fail stores an overrun, so a
@@ -121,7 +122,7 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cq.RingLock) (int, error) {
 // unlockPoll gives the lock back and polls by pollLocked.
 //
 //go:noinline
-func (q *CQ) unlockPoll(wcs []cq.WC, l *cq.RingLock) (int, error) {
+func (q *CQ) unlockPoll(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	l.Unlock()
 	return q.pollLocked(wcs, l)
 }
@@ -130,7 +131,7 @@ func (q *CQ) unlockPoll(wcs []cq.WC, l *cq.RingLock) (int, error) {
 // len(wcs) completions from the CQ's ring, read again, not the look's: a
 // Resize may have replaced it and a Close released it, and another Poll
 // may have taken completions since.
-func (q *CQ) pollLocked(wcs []cq.WC, l *cq.RingLock) (int, error) {
+func (q *CQ) pollLocked(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	l.Lock()
 	e := l.Err() // nil, or an overrun being drained: see the end
 	if e != nil && !l.Draining() {
@@ -207,7 +208,7 @@ func copySlot(w *cq.WC, k unsafe.Pointer) uint32 {
 // Poll is PollRing for a caller that holds the CQ's lock already (the
 // provider.CQ interface): the ring's lock is then a private one.
 func (q *CQ) Poll(wcs []cq.WC) int {
-	var l cq.RingLock
+	var l cqseam.RingLock
 	n, _ := q.PollRing(wcs, &l)
 	return n
 }
@@ -324,7 +325,7 @@ func (q *CQ) Resize(n int) (int, error) {
 }
 
 // Break takes the ring from PollRing's look, for a CQ the kernel reported
-// broken (an overrun), once the cq.RingLock holds the error: PollRing
+// broken (an overrun), once the cqseam.RingLock holds the error: PollRing
 // then polls under the lock until the ring is drained, and returns that
 // error from then on. The ring stays mapped, for Destroy; a Resize
 // leaves the look without a ring.

@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"github.com/goverbs/goverbs/internal/cqseam"
 	"os"
 	"runtime"
 	"strings"
@@ -47,13 +48,13 @@ func produce(q *CQ, first uint64, n int) {
 	r.prod.Store(p)
 }
 
-// PollRing follows cq.RingLock's protocol: an empty ring is answered
+// PollRing follows cqseam.RingLock's protocol: an empty ring is answered
 // without the lock (here held by the test, as a Close would), a ring with
 // completions only under it, and the error word wins over both.
 func TestPollRing(t *testing.T) {
 	q, _ := mappedCQ(t, 16)
 	defer q.Release()
-	var l cq.RingLock
+	var l cqseam.RingLock
 	wcs := make([]cq.WC, 4)
 	l.Lock()
 	if n, err := q.PollRing(wcs, &l); n != 0 || err != nil { // would deadlock if it locked
@@ -104,7 +105,7 @@ func TestPollRingRingChanged(t *testing.T) {
 	next, _ := mappedCQ(t, 16)
 	defer next.Release()
 	produce(next, 100, 1)
-	var l cq.RingLock
+	var l cqseam.RingLock
 	wcs := make([]cq.WC, 1)
 
 	q.ring = next.ring // resized: live still names the old ring
@@ -140,7 +141,7 @@ func TestRetire(t *testing.T) {
 	produce(q, 1, 3)
 	addr := uintptr(unsafe.Pointer(&mem[0]))
 	r := q.live.Load()
-	var l cq.RingLock
+	var l cqseam.RingLock
 	q.Release()
 	// What a PollRing that loaded the ring before Release reads now:
 	// zeros, an empty ring, and no fault.

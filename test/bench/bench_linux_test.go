@@ -215,7 +215,7 @@ func BenchmarkReqNotify(b *testing.B) {
 	e := setup(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := e.scq.ReqNotify(false); err != nil {
+		if err := e.scq.ReqNotify(cq.NextCompletion); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -229,7 +229,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 	bg := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := e.scq.ReqNotify(false); err != nil {
+		if err := e.scq.ReqNotify(cq.NextCompletion); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := e.a.PostSend(wr); err != nil {

@@ -36,7 +36,7 @@ func TestUserValueFromCQAndEvent(t *testing.T) {
 	if scq.UserValue() != 0xfeed {
 		t.Errorf("UserValue = %#x", scq.UserValue())
 	}
-	if err := scq.ReqNotify(false); err != nil {
+	if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	f.send(t, a, 1, uverbs.WRRDMAWrite, 0)
@@ -92,7 +92,7 @@ func TestNextArmAnyCompletionRaisesEvent(t *testing.T) {
 	scq, rcq := f.newCQ(t, 16), f.newCQ(t, 16)
 	a, b := f.rcPair(t, scq, scq, rcq, rcq)
 	for _, q := range []*cq.CQ{scq, rcq} {
-		if err := q.ReqNotify(false); err != nil {
+		if err := q.ReqNotify(cq.NextCompletion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestSolicitedArm(t *testing.T) {
 		t.Helper()
 		t.Log(name)
 		for _, q := range []*cq.CQ{scq, rcq} {
-			if err := q.ReqNotify(true); err != nil {
+			if err := q.ReqNotify(cq.NextSolicited); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -162,7 +162,7 @@ func TestSolicitedArmFlush(t *testing.T) {
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
 	_, b := f.rcPair(t, scq, scq, rcq, rcq)
 	f.recv(t, b, 1, 2)
-	if err := rcq.ReqNotify(true); err != nil {
+	if err := rcq.ReqNotify(cq.NextSolicited); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Modify(&uverbs.QPAttr{State: uverbs.QPErr}, uverbs.QPAttrState); err != nil {
@@ -203,7 +203,7 @@ func TestSolicitedArmFailedReceiveRXE(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
 	a, b := f.rcPair(t, scq, scq, rcq, rcq)
-	if err := rcq.ReqNotify(true); err != nil {
+	if err := rcq.ReqNotify(cq.NextSolicited); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 5, SGL: []uverbs.SGE{f.mr.SGE(65536, 4)}}}); err != nil {
@@ -215,11 +215,11 @@ func TestSolicitedArmFailedReceiveRXE(t *testing.T) {
 		t.Fatalf("16 bytes into a 4-byte receive succeeded: %+v", w)
 	}
 	t.Logf("failed receive: %v", w.Status)
-	if c, err := f.ch.TryWait(); err == nil {
+	if c, ok, err := f.ch.TryWait(); err != nil {
+		t.Fatal(err)
+	} else if ok {
 		c.Ack(1)
 		t.Error("rxe now raises an event for a failed receive under a solicited arm: update docs/CQ.md and this test")
-	} else if !errors.Is(err, cq.ErrNoEvent) {
-		t.Fatal(err)
 	}
 }
 
@@ -231,7 +231,7 @@ func TestSolicitedArmFailedSendRXE(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
-	if err := scq.ReqNotify(true); err != nil {
+	if err := scq.ReqNotify(cq.NextSolicited); err != nil {
 		t.Fatal(err)
 	}
 	// A write with a bad rkey fails with a remote access error.
@@ -244,11 +244,11 @@ func TestSolicitedArmFailedSendRXE(t *testing.T) {
 		t.Fatalf("a write with a bad rkey succeeded: %+v", w)
 	}
 	t.Logf("failed send completion: %v (vendor_err %d)", w.Status, w.VendorErr)
-	if c, err := f.ch.TryWait(); err == nil {
+	if c, ok, err := f.ch.TryWait(); err != nil {
+		t.Fatal(err)
+	} else if ok {
 		c.Ack(1)
 		t.Error("rxe now raises an event for a failed send under a solicited arm: update docs/CQ.md and this test")
-	} else if !errors.Is(err, cq.ErrNoEvent) {
-		t.Fatal(err)
 	}
 }
 
@@ -260,7 +260,7 @@ func TestCompletionBeforeArmRaisesNoEvent(t *testing.T) {
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
 	f.send(t, a, 1, uverbs.WRRDMAWrite, 0)
 	waitCQE(t, scq)
-	if err := scq.ReqNotify(false); err != nil {
+	if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -283,7 +283,7 @@ func TestOneArmAtMostOneEvent(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
-	if err := scq.ReqNotify(false); err != nil {
+	if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
@@ -303,7 +303,7 @@ func TestRepeatedArmsGiveOneEvent(t *testing.T) {
 	scq, rcq := f.newCQ(t, 16), f.newCQ(t, 16)
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
 	for i := 0; i < 3; i++ {
-		if err := scq.ReqNotify(false); err != nil {
+		if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,10 +320,10 @@ func TestNextArmOverridesSolicited(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 16), f.newCQ(t, 16)
 	a, b := f.rcPair(t, scq, scq, rcq, rcq)
-	if err := rcq.ReqNotify(true); err != nil {
+	if err := rcq.ReqNotify(cq.NextSolicited); err != nil {
 		t.Fatal(err)
 	}
-	if err := rcq.ReqNotify(false); err != nil {
+	if err := rcq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	f.recv(t, b, 1, 1)
@@ -343,7 +343,7 @@ func TestEventNamesItsCQOnASharedChannel(t *testing.T) {
 	a, _ := f.rcPair(t, cqs[0], cqs[1], cqs[2], cqs[3])
 	c2, _ := f.rcPair(t, cqs[2], cqs[2], cqs[3], cqs[3])
 	for _, q := range cqs {
-		if err := q.ReqNotify(false); err != nil {
+		if err := q.ReqNotify(cq.NextCompletion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -378,7 +378,7 @@ func TestUnackedEventsRefuseDestroy(t *testing.T) {
 	peer := f.newQP(t, uverbs.RC, rcq, rcq)
 	rdmatest.ConnectRC(t, qp, peer)
 	for i := 0; i < 3; i++ {
-		if err := q.ReqNotify(false); err != nil {
+		if err := q.ReqNotify(cq.NextCompletion); err != nil {
 			t.Fatal(err)
 		}
 		f.send(t, qp, uint64(i), uverbs.WRRDMAWrite, 0)
@@ -413,7 +413,7 @@ func TestEventWithEmptyCQ(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
-	if err := scq.ReqNotify(false); err != nil {
+	if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	f.send(t, a, 1, uverbs.WRRDMAWrite, 0)
@@ -431,7 +431,7 @@ func TestEventWithEmptyCQ(t *testing.T) {
 	var mu sync.Mutex
 	done := make(chan error, 1)
 	go func() {
-		done <- f.ch.Serve(ctx, []*cq.CQ{scq}, false, make([]cq.WC, 3), func(_ *cq.CQ, wcs []cq.WC) error {
+		done <- f.ch.Serve(ctx, []*cq.CQ{scq}, &cq.ServeOptions{Batch: 3}, func(_ *cq.CQ, wcs []cq.WC) error {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, w := range wcs {
@@ -468,16 +468,15 @@ func TestNonBlockingAndDeadlines(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 16), f.newCQ(t, 16)
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
-	_, err := f.ch.TryWait()
-	if !errors.Is(err, cq.ErrNoEvent) || !errors.Is(err, unix.EAGAIN) {
-		t.Errorf("TryWait on a quiet channel: %v, want ErrNoEvent wrapping EAGAIN", err)
+	if _, ok, err := f.ch.TryWait(); ok || err != nil {
+		t.Errorf("TryWait on a quiet channel: %v, %v; want false, nil", ok, err)
 	}
 	if n := testing.AllocsPerRun(100, func() { f.ch.TryWait() }); n != 0 {
 		t.Errorf("TryWait allocates %v times", n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	start := time.Now()
-	_, err = f.ch.Wait(ctx)
+	_, err := f.ch.Wait(ctx)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Wait past its deadline: %v", err)
@@ -490,7 +489,7 @@ func TestNonBlockingAndDeadlines(t *testing.T) {
 	if _, err := f.ch.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Wait: %v", err)
 	}
-	if err := scq.ReqNotify(false); err != nil {
+	if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	time.AfterFunc(50*time.Millisecond, func() {
@@ -514,7 +513,7 @@ func TestPollCountsAndLeftovers(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
-	if err := scq.ReqNotify(false); err != nil {
+	if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
@@ -689,7 +688,7 @@ func TestPollAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { q.Poll(wcs) }); n != 0 {
 		t.Errorf("Poll allocates %v times per call", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { q.ReqNotify(false) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { q.ReqNotify(cq.NextCompletion) }); n != 0 {
 		t.Errorf("ReqNotify allocates %v times per call", n)
 	}
 }
@@ -718,7 +717,7 @@ func TestCloseEndsWait(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not end the Wait")
 	}
-	if _, err := ch.TryWait(); !errors.Is(err, cq.ErrClosed) {
+	if _, _, err := ch.TryWait(); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("TryWait after Close: %v, want ErrClosed", err)
 	}
 }

@@ -38,7 +38,7 @@ func TestContextCloseEndsWaits(t *testing.T) {
 	a, b := newQP(), newQP()
 	rdmatest.ConnectRC(t, a, b)
 	// One completion in the ring, announced by an event.
-	if err := q.ReqNotify(false); err != nil {
+	if err := q.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	f.send(t, a, 1, uverbs.WRRDMAWrite, 0)
@@ -48,7 +48,7 @@ func TestContextCloseEndsWaits(t *testing.T) {
 	if err := q.Ack(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.ReqNotify(false); err != nil {
+	if err := q.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 
@@ -82,14 +82,14 @@ func TestContextCloseEndsWaits(t *testing.T) {
 	if n, err := q.Poll(make([]cq.WC, 1)); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("Poll(1) after Context.Close = %d, %v; want ErrClosed", n, err)
 	}
-	if err := q.ReqNotify(false); !errors.Is(err, cq.ErrClosed) {
+	if err := q.ReqNotify(cq.NextCompletion); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("ReqNotify after Context.Close: %v, want ErrClosed", err)
 	}
 	if err := q.Resize(32); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("Resize after Context.Close: %v, want ErrClosed", err)
 	}
 	for _, ch := range []*cq.Channel{f.ch, idle} {
-		if _, err := ch.TryWait(); !errors.Is(err, cq.ErrClosed) {
+		if _, _, err := ch.TryWait(); !errors.Is(err, cq.ErrClosed) {
 			t.Errorf("TryWait after Context.Close: %v, want ErrClosed", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -34,7 +34,7 @@ func TestPitfallArmRace(t *testing.T) {
 		if i%3 == 0 {
 			time.Sleep(time.Duration(i%5) * 100 * time.Microsecond)
 		}
-		if err := scq.ReqNotify(false); err != nil {
+		if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 			t.Fatal(err)
 		}
 		got := 0
@@ -52,8 +52,8 @@ func TestPitfallArmRace(t *testing.T) {
 			// The poll found it; if it landed after the arm, an event
 			// also comes, which the next iterations take.
 			for {
-				c, err := f.ch.TryWait()
-				if err != nil {
+				c, ok, err := f.ch.TryWait()
+				if !ok || err != nil {
 					break
 				}
 				c.Ack(1)
@@ -72,8 +72,8 @@ func TestPitfallArmRace(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	for {
-		c, err := f.ch.TryWait()
-		if err != nil {
+		c, ok, err := f.ch.TryWait()
+		if !ok || err != nil {
 			break
 		}
 		c.Ack(1)
@@ -146,7 +146,7 @@ func TestPitfallNoEventStranded(t *testing.T) {
 	}
 	fire := func() {
 		for _, q := range cqs {
-			if err := q.ReqNotify(false); err != nil {
+			if err := q.ReqNotify(cq.NextCompletion); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -217,7 +217,7 @@ func TestPitfallAckIsCheap(t *testing.T) {
 	a, _ := f.rcPair(t, q, q, q, q)
 	const events = 10
 	for i := range events {
-		if err := q.ReqNotify(false); err != nil {
+		if err := q.ReqNotify(cq.NextCompletion); err != nil {
 			t.Fatal(err)
 		}
 		f.send(t, a, uint64(i), uverbs.WRRDMAWrite, 0)

@@ -108,7 +108,7 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	rdmatest.SkipUnless(t, "rxe", "the rest arms twice before reading the first event; mlx5 ignores an arm "+
 		"whose sequence number predates an event not yet read, so the second event never comes")
 	for i := 0; i < 2; i++ { // AllocsPerRun calls Wait twice: queue two events
-		if err := scq.ReqNotify(false); err != nil {
+		if err := scq.ReqNotify(cq.NextCompletion); err != nil {
 			t.Fatal(err)
 		}
 		b.PostRecv(recv)

@@ -130,7 +130,7 @@ func TestOverrunReportsCQErr(t *testing.T) {
 			}
 		}
 	}
-	if err := small.ReqNotify(false); !errors.Is(err, uverbs.ErrCQOverrun) {
+	if err := small.ReqNotify(cq.NextCompletion); !errors.Is(err, uverbs.ErrCQOverrun) {
 		t.Errorf("ReqNotify after the overrun: %v, want ErrCQOverrun", err)
 	} else {
 		oneVerb(t, err, "req notify cq")

@@ -38,7 +38,7 @@ func TestSingleThreadedCQ(t *testing.T) {
 			}
 		}
 	}
-	if err := q.ReqNotify(false); err != nil {
+	if err := q.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	f.send(t, a, next, uverbs.WRRDMAWrite, 0)

@@ -107,7 +107,7 @@ func TestSoak(t *testing.T) {
 		if rng.IntN(8) == 0 {
 			// An event-driven stretch: arm, drain, wait, ack.
 			for _, q := range []*cq.CQ{scq, rcq} {
-				if err := q.ReqNotify(false); err != nil {
+				if err := q.ReqNotify(cq.NextCompletion); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -131,8 +131,8 @@ func TestSoak(t *testing.T) {
 	}
 	// Late events from the last arms.
 	for {
-		c, err := f.ch.TryWait()
-		if err != nil {
+		c, ok, err := f.ch.TryWait()
+		if !ok || err != nil {
 			break
 		}
 		c.Ack(1)

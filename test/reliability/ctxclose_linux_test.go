@@ -49,7 +49,7 @@ func TestContextCloseFreesEverything(t *testing.T) {
 	must(err)
 	rcq, err := c.NewCQ(64, cq.WithChannel(ch))
 	must(err)
-	must(rcq.ReqNotify(false))
+	must(rcq.ReqNotify(cq.NextCompletion))
 	qcap := uverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
 	rc, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: scq, RecvCQ: rcq, Cap: qcap})
 	must(err)

@@ -75,7 +75,7 @@ func TestDeviceDeletedWhileOpen(t *testing.T) {
 	// The waiters: one on the completion channel (an armed CQ that no QP
 	// uses, so nothing will come), one on the async fd.
 	idle := o.newCQ(t, 4)
-	if err := idle.ReqNotify(false); err != nil {
+	if err := idle.ReqNotify(cq.NextCompletion); err != nil {
 		t.Fatal(err)
 	}
 	compDone := make(chan error, 1)
@@ -160,7 +160,7 @@ func TestDeviceDeletedWhileOpen(t *testing.T) {
 		if _, err := o.ctx.NewCQ(4); err == nil {
 			t.Error("create cq on a disassociated context worked")
 		}
-		if err := scq.ReqNotify(false); err == nil {
+		if err := scq.ReqNotify(cq.NextCompletion); err == nil {
 			t.Error("req notify cq on a disassociated context worked")
 		}
 	} else {

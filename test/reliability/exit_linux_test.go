@@ -94,7 +94,7 @@ func childLeak(waitKill bool) error {
 	if err != nil {
 		return err
 	}
-	if err := rcq.ReqNotify(false); err != nil {
+	if err := rcq.ReqNotify(cq.NextCompletion); err != nil {
 		return err
 	}
 	mk := func(send, recv *cq.CQ) (*uverbs.QP, error) {

@@ -207,7 +207,7 @@ func runLoad(t *testing.T, pollers int, serve bool) {
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-done; cancel() }()
 		go func() {
-			serveErr <- o.ch.Serve(ctx, []*cq.CQ{shared}, false, make([]cq.WC, 32), func(_ *cq.CQ, wcs []cq.WC) error {
+			serveErr <- o.ch.Serve(ctx, []*cq.CQ{shared}, &cq.ServeOptions{Batch: 32}, func(_ *cq.CQ, wcs []cq.WC) error {
 				take(wcs)
 				return nil
 			})

@@ -574,7 +574,7 @@ func (f *fixture) poll(n int) ([]cq.WC, error) {
 // the completion, n times.
 func (f *fixture) event(n int) error {
 	for i := range n {
-		if err := f.scq.ReqNotify(false); err != nil {
+		if err := f.scq.ReqNotify(cq.NextCompletion); err != nil {
 			return err
 		}
 		if err := f.write(uint64(i)); err != nil {
