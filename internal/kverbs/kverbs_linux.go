@@ -335,6 +335,15 @@ func (d *SendDoorbell) Ring(c *transport.Conn) error {
 	return err
 }
 
+// RingQuick is Ring through transport.Conn.WriteQuick (RawSyscall), for a
+// doorbell the caller knows sends little: rxe's for one small request on
+// an empty queue. It allocates nothing.
+func (d *SendDoorbell) RingQuick(c *transport.Conn) error {
+	err := c.WriteQuick(d.msg[:])
+	runtime.KeepAlive(d) // the kernel wrote its reply into d.resp
+	return err
+}
+
 // ResizeCQ asks the kernel to resize a CQ to at least cqe entries and
 // returns the new size, with the driver's data uhwIn; the driver's
 // response is copied into uhwOut.

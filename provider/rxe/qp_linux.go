@@ -111,10 +111,30 @@ func wrErr(i int, err error) error { return fmt.Errorf("work request %d: %w", i,
 // state kept across the calls (about 15 instructions a post).
 func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 1 {
-		if err := q.postOneSend(&wrs[0]); err != nil {
+		quick, err := q.postOneSend(&wrs[0])
+		if err != nil {
 			return 0, wrErr(0, err)
 		}
-		if err := q.doorbell.Ring(q.conn); err != nil {
+		// 6.1's rxe sends the queue's requests inside the doorbell's
+		// write, which lasts as long as they take. Through Syscall (Ring)
+		// the runtime can take the P from a write that outlasts its
+		// monitor's tick (20 µs at the least) and stop the world without
+		// waiting for it; the price is the scheduler's entry and exit
+		// and, on one CPU, the monitor's visits: 16,900 instructions a
+		// latency step against 14,400 through RawSyscall (make bench's
+		// count, one vCPU), and a 10 µs system call 28 % longer on one
+		// host CPU. A lone request of at most quickDoorbellBytes on an
+		// empty queue (quick) leaves the write that request's work, a
+		// few microseconds, under the tick: its doorbell goes through
+		// RawSyscall (RingQuick), keeping the P, and a stop of the world
+		// waits for it. A batch, a larger request, or a queue still
+		// holding requests rings through Syscall.
+		if quick {
+			err = q.doorbell.RingQuick(q.conn)
+		} else {
+			err = q.doorbell.Ring(q.conn)
+		}
+		if err != nil {
 			return 1, doorbellErr(1, err)
 		}
 		return 1, nil
@@ -122,7 +142,7 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	var n int
 	var err error
 	for n = 0; n < len(wrs); n++ {
-		if err = q.postOneSend(&wrs[n]); err != nil {
+		if _, err = q.postOneSend(&wrs[n]); err != nil {
 			err = wrErr(n, err)
 			break
 		}
@@ -148,28 +168,37 @@ func doorbellErr(n int, err error) error {
 	return fmt.Errorf("send doorbell after %s: %w (posted: a later doorbell sends %s; do not post %s again)", which, err, it, it)
 }
 
+// quickDoorbellBytes is the most a lone request on an empty send queue
+// may carry for PostSend to ring its doorbell through RawSyscall: about
+// 30,000 of the kernel's instructions (a 64-byte write's step counts
+// about 14,000, each byte more about 15), a few microseconds.
+const quickDoorbellBytes = 1024
+
 // postOneSend writes one request into the send queue and publishes it.
+// quick says that the queue held no other request (every earlier one is
+// complete: the kernel's doorbell work is this request's alone) and that
+// the request carries at most quickDoorbellBytes.
 //
 // A plain request (an opcode of provider.PlainSendOps for the QP's type,
 // no inline data, at most sendSGE SGEs) is checked here, in three
 // compares and the length's after the SGEs are written; anything else
 // goes through checkSend first. Calling provider.CheckSend for every
 // request costs about 50 instructions a post.
-func (q *QP) postOneSend(wr *provider.SendWR) error {
+func (q *QP) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 	sq := q.sq
 	var length uint64
 	var ahNum uint32
 	plain := q.plainOps>>wr.Opcode&1 != 0 && // an opcode of 32 or more shifts to 0
 		wr.Flags&provider.SendInline == 0 && uint32(len(wr.SGL)) <= q.sendSGE
 	if !plain {
-		var err error
 		if length, ahNum, err = q.checkSend(wr); err != nil {
-			return err
+			return false, err
 		}
 	}
 	prod := sq.prod.Load() // ours
-	if (prod+1)&sq.mask == sq.cons.Load() {
-		return fmt.Errorf("send queue full (%d entries): %w", sq.size(), unix.ENOMEM)
+	cons := sq.cons.Load()
+	if (prod+1)&sq.mask == cons {
+		return false, fmt.Errorf("send queue full (%d entries): %w", sq.size(), unix.ENOMEM)
 	}
 	slot := sq.slot(prod)
 	// The header is cleared in two halves: the compiler unrolls each
@@ -218,7 +247,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	} else {
 		length = putSGL(data, wr.SGL)
 		if length > provider.MaxSendLength { // the slot is not published
-			return fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
+			return false, fmt.Errorf("%d bytes: %w", length, unix.EINVAL)
 		}
 		w.Dma.NumSGE = uint32(len(wr.SGL))
 	}
@@ -227,7 +256,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 	q.ssn++
 	w.Ssn = q.ssn
 	release.Store32(sq.prod, (prod+1)&sq.mask) // the WQE is complete
-	return nil
+	return prod == cons && length <= quickDoorbellBytes, nil
 }
 
 // checkSend checks a request that is not plain (see postOneSend): the
