@@ -54,6 +54,7 @@ type Channel struct {
 	// holder owns ep's read deadline and the fields below. Close takes it
 	// before it closes the fd, so the fd outlives every read.
 	rd       fdturn.Reader
+	ahead    sync.Mutex // held by a CQ's read-ahead (readAhead) for as long as it holds the turn
 	pending  [64]uint64 // handles read from the fd, not yet delivered (a power of two: a ring)
 	head, n  int
 	rbuf     [8]byte // struct ib_uverbs_comp_event_desc
@@ -294,11 +295,13 @@ func (ch *Channel) park(ctx context.Context) error {
 }
 
 // TryWait returns the CQ of the next completion event and true if one is
-// queued, and false if none is. It never blocks and allocates nothing.
+// queued, and false if none is. It never waits for an event (at most for
+// a CQ's arm that is reading the channel ahead, on mlx5, which never
+// blocks) and allocates nothing.
 // Acknowledge the event with [CQ.Ack], as one from Wait.
 func (ch *Channel) TryWait() (*CQ, bool, error) {
 	const op = "get cq event"
-	if !ch.rd.TryLock() {
+	if !ch.rd.TryLock() && !ch.afterReadAhead() {
 		return nil, false, nil // a Wait is reading: it will take what is queued
 	}
 	defer ch.rd.Unlock()
@@ -321,6 +324,18 @@ func (ch *Channel) TryWait() (*CQ, bool, error) {
 			return nil, false, nil
 		}
 	}
+}
+
+// afterReadAhead takes the turn once a CQ's read-ahead, which never
+// blocks, has given it back, and reports whether it did: false when a
+// Wait or TryWait holds it. Off TryWait's path.
+//
+//go:noinline
+func (ch *Channel) afterReadAhead() bool {
+	ch.ahead.Lock()
+	ok := ch.rd.TryLock()
+	ch.ahead.Unlock()
+	return ok
 }
 
 // next delivers the oldest pending event whose CQ still exists, counting

@@ -119,6 +119,10 @@ type CQ struct {
 	// ring is be's provider ring (ringBackend), or be itself through
 	// backendRing: set by New, never changed.
 	ring ring
+	// arm is what ReqNotify and event delivery call: be, or a readFirst
+	// around it where be's device needs a CQ's events read before it is
+	// armed again (armRule). Set by New, never changed.
+	arm armer
 
 	delivered atomic.Uint64 // completion events Wait/TryWait returned for this CQ
 	acked     atomic.Uint64 // … and Ack acknowledged
@@ -168,6 +172,10 @@ func newCQ(dev string, size int, create func(cqseam.Request) (any, error), opts 
 		panic(fmt.Sprintf("cq: backend %T lacks a method of cqseam.NewCQ", v))
 	}
 	c.be = be
+	c.arm = be
+	if r, ok := be.(armRule); ok && r.ArmNeedsEventsRead() && cfg.Channel != nil {
+		c.arm = &readFirst{be: be, c: c}
+	}
 	if rb, ok := be.(ringBackend); ok {
 		if r := rb.Ring(&c.lock); r != nil {
 			c.ring, ok = r.(ring)
@@ -251,7 +259,10 @@ const (
 // after one event, nothing more comes until the next ReqNotify, and there
 // is neither an "after N completions" mode nor an automatic re-arm.
 // Arming again before the event is harmless, and NextCompletion overrides
-// an earlier NextSolicited. A completion already in the CQ when it is
+// an earlier NextSolicited; an arm made after the event was queued counts,
+// read or not (on mlx5, whose device would ignore it, ReqNotify first
+// reads the channel's queued events, which Wait and TryWait then deliver:
+// docs/CQ.md gives the limits). A completion already in the CQ when it is
 // armed raises no event, so poll after arming: arm, poll until empty,
 // then wait (as [Channel.Serve] does). Another value of n is an error
 // wrapping EINVAL.
@@ -267,7 +278,7 @@ func (c *CQ) ReqNotify(n Notify) error {
 		c.lock.Mutex().Unlock()
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
 	}
-	err := c.be.ReqNotify(n == NextSolicited)
+	err := c.arm.ReqNotify(n == NextSolicited)
 	c.lock.Mutex().Unlock()
 	if err != nil {
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: err}
@@ -290,7 +301,7 @@ func (c *CQ) eventRead() bool {
 		return false
 	}
 	c.delivered.Add(1)
-	c.be.EventRead()
+	c.arm.EventRead()
 	c.lock.Mutex().Unlock()
 	return true
 }

@@ -30,7 +30,9 @@ func init() {
 		if c, ok := q.(*CQ); ok && c != nil {
 			c.lock.Mutex().Lock()
 			defer c.lock.Mutex().Unlock()
-			f()
+			if !c.closed.Load() { // else its ring is gone
+				f()
+			}
 		}
 	}
 	cqseam.Closed = func(ch any) bool {

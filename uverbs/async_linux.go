@@ -19,11 +19,12 @@ import (
 //
 // A watcher goroutine reads the fd as soon as the Context is open,
 // parked on the Go runtime's poller while nothing is queued, whether or
-// not the application ever asks for an event: so a CQ_ERR breaks its CQ
-// (onEvent) even in a program that never reads async events. What it
-// reads waits in a queue for WaitAsyncEvent and TryAsyncEvent. The
-// watcher holds the Context only weakly, so a forgotten Context is still
-// collected (its cleanup closes the async fd, which ends the watcher).
+// not the application ever asks for an event: so a CQ_ERR breaks its CQ,
+// and a DEVICE_FATAL every CQ and QP of the Context (onEvent), even in a
+// program that never reads async events. What it reads waits in a queue
+// for WaitAsyncEvent and TryAsyncEvent. The watcher holds the Context
+// only weakly, so a forgotten Context is still collected (its cleanup
+// closes the async fd, which ends the watcher).
 type asyncEvents struct {
 	once    sync.Once
 	initErr error
@@ -38,13 +39,17 @@ type asyncEvents struct {
 	mu   sync.RWMutex
 	acks map[asyncKey]*atomic.Uint32 // guarded by mu
 
-	// onEvent, set at Open, sees every event read (a CQ_ERR breaks its CQ).
+	// onEvent, set at Open, sees every event read (a CQ_ERR breaks its
+	// CQ, a DEVICE_FATAL the Context's data path), before it is queued or
+	// returned, and without mu.
 	onEvent func(AsyncEvent)
 
-	// fatal is set once DEVICE_FATAL has been read: the end of the event
-	// stream. A disassociated device queues it on the async fd and nothing
-	// after it, but the kernel keeps the fd open (the queue is freed only
-	// at release, uverbs_async_event_release), so nothing reads it again.
+	// fatal is set once DEVICE_FATAL has been read, before onEvent sees
+	// it: the end of the event stream. A disassociated device queues it on
+	// the async fd and nothing after it, but the kernel keeps the fd open
+	// (the queue is freed only at release, uverbs_async_event_release), so
+	// nothing reads it again. NewCQ and NewQP read it after their object
+	// joins the Context, so one the DEVICE_FATAL missed fails at once.
 	fatal atomic.Bool
 }
 
@@ -58,7 +63,7 @@ type asyncQueue struct {
 	events []AsyncEvent // read, not yet returned, oldest first
 	lost   uint64       // events dropped because the queue was full
 	// fatalOut is set once DEVICE_FATAL was returned: later calls fail
-	// with errDeviceFatal.
+	// with ErrDeviceFatal.
 	fatalOut bool
 	// ended is set when the watcher stopped (the fd closed or failed, or
 	// DEVICE_FATAL), with the read error in err.
@@ -76,9 +81,19 @@ type asyncQueue struct {
 // already).
 const maxQueuedAsync = 4096
 
-// errDeviceFatal is the error of every async event wait after
-// DEVICE_FATAL was returned.
-var errDeviceFatal = fmt.Errorf("the device reported DEVICE_FATAL, its last event: %w", unix.EIO)
+// ErrDeviceFatal is the error of a Context whose device failed or went
+// away (the async event DEVICE_FATAL: a hardware error, or the driver
+// removed and the kernel disassociated the Context). The Context's async
+// watcher reads the event as it comes, whether or not the program ever
+// asks for async events, and from then on every Poll of its CQs fails
+// with it once Poll has handed out what the ring still held, ReqNotify
+// at once, and so do PostSend, PostSendInline and PostRecv on its QPs,
+// which post nothing: the device will complete nothing more. Every
+// async event wait after DEVICE_FATAL, the last event a device reports,
+// fails with it too. Commands (Modify, AllocPD, the queries, …) fail
+// with the kernel's EIO. Close everything on the Context, then the
+// Context; calls after Close return ErrClosed. It wraps EIO.
+var ErrDeviceFatal = fmt.Errorf("device fatal: the device failed or was removed (async event DEVICE_FATAL): %w", unix.EIO)
 
 // asyncKey names an object async events can name.
 type asyncKey struct {
@@ -171,9 +186,21 @@ func (q *asyncQueue) pop() (AsyncEvent, bool) {
 	return ev, true
 }
 
-// read reads at most one event from fd without blocking, and finds the
-// ack counter of the object it names. ok is false when none is queued.
+// read reads at most one event from fd without blocking, finds the ack
+// counter of the object it names, and tells onEvent of it. ok is false
+// when none is queued. onEvent runs after mu is given back: a
+// DEVICE_FATAL takes every QP's post locks, and QP.Close holds those
+// while it takes mu (untrackAsync).
 func (s *asyncEvents) read(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok bool, err error) {
+	ev, ok, err = s.readOne(fd, buf)
+	if ok && s.onEvent != nil {
+		s.onEvent(ev)
+	}
+	return ev, ok, err
+}
+
+// readOne is read but for onEvent, under mu.
+func (s *asyncEvents) readOne(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var n int
@@ -197,9 +224,6 @@ func (s *asyncEvents) read(fd int, buf *[asyncEventSize]byte) (ev AsyncEvent, ok
 	}
 	if k := ev.Kind(); k >= ElementCQ && s.acks != nil {
 		ev.acks = s.acks[asyncKey{k, ev.Element}]
-	}
-	if s.onEvent != nil {
-		s.onEvent(ev)
 	}
 	return ev, true, nil
 }
@@ -226,7 +250,7 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 	}
 	switch {
 	case q.fatalOut:
-		return AsyncEvent{}, false, c.opErr(op, errDeviceFatal)
+		return AsyncEvent{}, false, c.opErr(op, ErrDeviceFatal)
 	case q.ended && q.err != nil:
 		return AsyncEvent{}, false, c.asyncErr(op, q.err)
 	case q.ended || s.fatal.Load():
@@ -256,14 +280,16 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 // ErrClosed when the Context is closed, before or during the wait.
 // DEVICE_FATAL is the last event a device reports (one whose driver was
 // removed queues it, then nothing): once it has been returned, every
-// later wait, and TryAsyncEvent, fails at once with an error wrapping EIO.
-// Concurrent calls each take a different event, and each honours its
-// own ctx.
+// later wait, and TryAsyncEvent, fails at once with an error wrapping
+// ErrDeviceFatal (and so EIO). Concurrent calls each take a different
+// event, and each honours its own ctx.
 //
 // The Context reads its events as they come, whether or not anything
-// waits for them (a CQ_ERR breaks its CQ at once), and queues them for
-// WaitAsyncEvent and TryAsyncEvent, up to 4096: beyond that the oldest
-// are dropped.
+// waits for them, and acts on two before it queues them: a CQ_ERR breaks
+// its CQ (ErrCQOverrun), a DEVICE_FATAL every CQ and QP of the Context
+// (ErrDeviceFatal). So when WaitAsyncEvent returns either, its CQs and
+// QPs already fail. It queues them for WaitAsyncEvent and TryAsyncEvent,
+// up to 4096: beyond that the oldest are dropped.
 //
 // Every Context of a device gets each of its events. The kernel hands a
 // port event to the Contexts one after another from a work item of that
@@ -299,12 +325,12 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 			return AsyncEvent{}, c.opErr(op, ErrClosed)
 		case q.fatalOut:
 			q.mu.Unlock()
-			return AsyncEvent{}, c.opErr(op, errDeviceFatal)
+			return AsyncEvent{}, c.opErr(op, ErrDeviceFatal)
 		case q.ended:
 			err := q.err
 			q.mu.Unlock()
 			if err == nil {
-				err = errDeviceFatal // it stopped at a DEVICE_FATAL another call took
+				err = ErrDeviceFatal // it stopped at a DEVICE_FATAL another call took
 			}
 			return AsyncEvent{}, c.asyncErr(op, err)
 		}

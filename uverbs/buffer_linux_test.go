@@ -16,16 +16,7 @@ import (
 // touch is a SIGSEGV: issue 36), and leaves the buffer mapped; once the
 // MR is closed, or its context is, it unmaps.
 func TestBufferCloseUnderMR(t *testing.T) {
-	c := rdmatest.Open(t)
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pd.Close()
-	buf, err := uverbs.AllocBuffer(8192)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, pd, buf := pdBuffer(t, 8192)
 	// Two MRs: one at the start, one over the second page only.
 	mr1, err := pd.RegMR(buf.Bytes()[:100], uverbs.AccessLocalWrite)
 	if err != nil {
@@ -85,5 +76,58 @@ func TestBufferCloseUnderMR(t *testing.T) {
 	}
 	if err := buf2.Close(); err != nil {
 		t.Fatalf("Buffer.Close after the MR's context closed: %v", err)
+	}
+}
+
+// pdBuffer opens the test device, allocates a PD and n bytes of Buffer;
+// the test's end closes the PD.
+func pdBuffer(t *testing.T, n int) (*uverbs.Context, *uverbs.PD, *uverbs.Buffer) {
+	t.Helper()
+	c := rdmatest.Open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pd.Close() })
+	buf, err := uverbs.AllocBuffer(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, pd, buf
+}
+
+// MR.SGE checks its range against the MR (issue 36: it did not, so a bad
+// offset surfaced only as an error completion that had already moved the
+// QP to ERR), and refuses after Close.
+func TestSGEBounds(t *testing.T) {
+	c, pd, buf := pdBuffer(t, 8192)
+	defer buf.Close()
+	mem := buf.Bytes()[100:4196] // 4096 bytes, not page-aligned
+	mr, err := pd.RegMR(mem, uverbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ off, n int }{{0, 4096}, {0, 0}, {4096, 0}, {4000, 96}, {17, 1}} {
+		s, err := mr.SGE(r.off, r.n)
+		want := uverbs.SGE{Addr: mr.Addr() + uint64(r.off), Length: uint32(r.n), LKey: mr.LKey()}
+		if err != nil || s != want {
+			t.Errorf("SGE(%d, %d) = %+v, %v; want %+v", r.off, r.n, s, err, want)
+		}
+	}
+	for _, r := range []struct{ off, n int }{{4000, 97}, {4097, 0}, {-1, 1}, {0, -1}, {0, 4097}, {1 << 62, 1 << 62}} {
+		s, err := mr.SGE(r.off, r.n)
+		if !errors.Is(err, unix.EINVAL) || s != (uverbs.SGE{}) {
+			t.Errorf("SGE(%d, %d) = %+v, %v; want EINVAL", r.off, r.n, s, err)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "make sge "+c.Device().Name+": ") || !strings.Contains(msg, "4096-byte MR") {
+			t.Errorf("SGE(%d, %d): %q does not name the verb, the device and the MR's size", r.off, r.n, msg)
+		}
+	}
+	if err := mr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mr.SGE(0, 8); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("SGE after Close: %v, want ErrClosed", err)
 	}
 }

@@ -271,9 +271,9 @@ func (q *QP) PostSendInline(wr SendWR, data []byte) error {
 		return q.pd.ctx.opErr(op, fmt.Errorf("inline: %d bytes: %w", len(data), unix.EINVAL))
 	}
 	q.sendMu.Lock()
-	if q.stopped {
+	if e := q.stop; e != nil { // ErrClosed, or ErrDeviceFatal
 		q.sendMu.Unlock()
-		return q.pd.ctx.opErr(op, ErrClosed)
+		return q.pd.ctx.opErr(op, e)
 	}
 	// The request and its one SGE live in the QP, so nothing is
 	// allocated; data is held in the QP for the call, which keeps it on

@@ -146,7 +146,7 @@ func TestPostSendInline(t *testing.T) {
 		t.Errorf("written %q, want %q", mem[4096:4096+48], payload)
 	}
 
-	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 7, SGL: []uverbs.SGE{mr.SGE(0, 64)}}}); err != nil {
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 7, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	send := uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled, Imm: 0x1234}
@@ -178,7 +178,7 @@ func TestPostSendInline(t *testing.T) {
 		t.Errorf("PostSendInline and Poll: %v allocations a run, want 0", allocs)
 	}
 
-	if err := a.PostSendInline(uverbs.SendWR{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{mr.SGE(0, 1)}}, payload); !errors.Is(err, unix.EINVAL) {
+	if err := a.PostSendInline(uverbs.SendWR{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 1)}}, payload); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("PostSendInline with an SGL: %v, want EINVAL", err)
 	}
 	big := make([]byte, a.Cap().MaxInlineData+1)
@@ -239,7 +239,7 @@ func TestUDInlineGRH(t *testing.T) {
 			defer ah.Close()
 			mem := buf.Bytes()
 			clear(mem)
-			if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: []uverbs.SGE{mr.SGE(0, uverbs.UDRecvSize(64))}}}); err != nil {
+			if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, uverbs.UDRecvSize(64))}}}); err != nil {
 				t.Fatal(err)
 			}
 			msg := []byte("hello over UD")

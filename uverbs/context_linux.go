@@ -190,6 +190,32 @@ func (c *Context) removeQP(q *QP) {
 	c.qpMu.Unlock()
 }
 
+// deviceFatal ends the data path once the device reported DEVICE_FATAL
+// (the async watcher, or TryAsyncEvent, read it; noteAsync): every QP's
+// post fails with ErrDeviceFatal, before it writes a ring or rings a
+// doorbell the device no longer reads, and then every CQ does (Poll once
+// it has handed out what the ring still holds, ReqNotify at once); so a
+// program that sees a CQ fail finds the posts failing too. A CQ or QP
+// made meanwhile fails itself (NewCQ and NewQP read events.fatal once it
+// joined the Context). The completion channels need nothing: when the
+// device goes, the kernel fails their fds (EIO), which wakes their
+// waiters.
+func (c *Context) deviceFatal() {
+	c.qpMu.Lock()
+	qps := make([]*QP, 0, len(c.qps))
+	for q := range c.qps {
+		qps = append(qps, q)
+	}
+	c.qpMu.Unlock()
+	for _, q := range qps { // without qpMu: QP.Close holds the post locks while it takes it
+		q.halt(ErrDeviceFatal)
+	}
+	c.cqs.Range(func(_, v any) bool {
+		v.(*cqBackend).fail(ErrDeviceFatal)
+		return true
+	})
+}
+
 // opErr wraps err as the failure of op on this device.
 func (c *Context) opErr(op string, err error) error {
 	return &OpError{Op: op, Device: c.dev.Name, Err: err}
@@ -218,7 +244,7 @@ func (c *Context) Close() error {
 	for q := range qps {
 		q.sendMu.Lock()
 		q.recvMu.Lock()
-		q.stopped = true
+		q.stop = ErrClosed
 		q.recvMu.Unlock()
 		q.sendMu.Unlock()
 	}

@@ -47,6 +47,11 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 // this system.
 var ErrCQOverrun = errors.New("cq overrun: completions were lost (async event CQ_ERR)")
 
+// ErrDeviceFatal is the error of every Poll, ReqNotify and post on a
+// Context after its device failed or was removed (the async event
+// DEVICE_FATAL). Never returned on this system.
+var ErrDeviceFatal = errors.New("device fatal: the device failed or was removed (async event DEVICE_FATAL)")
+
 // QueryDevice returns an error wrapping ErrNotSupported.
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	return DeviceAttr{}, unsupported("query device", "")

@@ -66,6 +66,9 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 		}
 		b := &cqBackend{CQ: pcq, ctx: c, user: r.UserHandle, acks: acks}
 		c.cqs.Store(r.UserHandle, b)
+		if c.events.fatal.Load() { // a DEVICE_FATAL read before the Store missed it
+			b.fail(ErrDeviceFatal)
+		}
 		return b, nil
 	}, opts)
 	if err != nil {
@@ -100,8 +103,9 @@ type cqBackend struct {
 }
 
 // Poll polls the provider's ring, for a backend without a Ring. After an
-// async CQ_ERR said the CQ overran, cq's RingLock hands out what the ring
-// still holds, then fails (RingLock.Fail).
+// async CQ_ERR said the CQ overran, or a DEVICE_FATAL that the device
+// failed, cq's RingLock hands out what the ring still holds, then fails
+// (RingLock.Fail).
 func (b *cqBackend) Poll(wcs []cq.WC) (int, error) {
 	return b.CQ.Poll(wcs), nil // an overrun: cq's RingLock drains, then fails
 }
@@ -125,7 +129,8 @@ func (b *cqBackend) Ring(l *cqseam.RingLock) any {
 // names the verb), and the error Poll returns, built once.
 type brokenErr struct{ cause, poll error }
 
-// fail marks the CQ broken by cause. A provider ring that can break
+// fail marks the CQ broken by cause (ErrCQOverrun, ErrDeviceFatal); the
+// first cause stays. A provider ring that can break
 // (rxe's) is broken after the RingLock has the error: its look, which
 // then finds no ring, returns the error it finds there (cqseam.RingLock,
 // step 1).
@@ -195,9 +200,15 @@ func (b *cqBackend) Destroy() (uint32, uint32, error) {
 // EOVERFLOW.
 var ErrCQOverrun = fmt.Errorf("cq overrun: completions were lost (async event CQ_ERR): %w", unix.EOVERFLOW)
 
-// noteAsync is told of every async event read; a CQ_ERR breaks its CQ.
+// noteAsync is told of every async event read; a CQ_ERR breaks its CQ,
+// a DEVICE_FATAL the whole data path (deviceFatal).
 func (c *Context) noteAsync(ev AsyncEvent) {
-	if ev.Type != EventCQErr {
+	switch ev.Type {
+	case EventCQErr:
+	case EventDeviceFatal:
+		c.deviceFatal()
+		return
+	default:
 		return
 	}
 	if h, ok := ev.CQHandle(); ok {

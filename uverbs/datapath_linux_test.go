@@ -33,11 +33,11 @@ func TestRCDataPath(t *testing.T) {
 	copy(mem, "hello, rxe")
 
 	// SEND / RECV, with immediate.
-	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 7, SGL: []uverbs.SGE{mr.SGE(4096, 4096)}}}); err != nil {
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 7, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 4096, 4096)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled,
-		Imm: 0xdeadbeef, SGL: []uverbs.SGE{mr.SGE(0, 10)}}}); err != nil {
+		Imm: 0xdeadbeef, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 10)}}}); err != nil {
 		t.Fatal(err)
 	}
 	wcs := rdmatest.PollN(t, e.cq, 2)
@@ -65,7 +65,7 @@ func TestRCDataPath(t *testing.T) {
 	}
 	copy(mem[100:], "written")
 	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 2, Opcode: uverbs.WRRDMAWriteWithImm, Flags: uverbs.SendSignaled,
-		Imm: 42, SGL: []uverbs.SGE{mr.SGE(100, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
+		Imm: 42, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 100, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range rdmatest.PollN(t, e.cq, 2) {
@@ -86,7 +86,7 @@ func TestRCDataPath(t *testing.T) {
 
 	// RDMA READ reports the bytes read.
 	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{mr.SGE(200, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
+		SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 200, 7)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if w := rdmatest.PollN(t, e.cq, 1)[0]; w.WRID != 3 || w.Status != cq.Success || w.Opcode != cq.OpRDMARead || w.ByteLen != 7 {
@@ -99,7 +99,7 @@ func TestRCDataPath(t *testing.T) {
 	// Atomics: fetch-and-add, then compare-and-swap.
 	binary.NativeEndian.PutUint64(mem[16384:], 40)
 	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 4, Opcode: uverbs.WRAtomicFetchAdd, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{mr.SGE(300, 8)}, RemoteAddr: mr.Addr() + 16384, RKey: mr.RKey(), CompareAdd: 2}}); err != nil {
+		SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 300, 8)}, RemoteAddr: mr.Addr() + 16384, RKey: mr.RKey(), CompareAdd: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	if w := rdmatest.PollN(t, e.cq, 1)[0]; w.Status != cq.Success || w.Opcode != cq.OpFetchAdd {
@@ -110,7 +110,7 @@ func TestRCDataPath(t *testing.T) {
 	}
 
 	// Inline send: no MR needed for the payload.
-	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: []uverbs.SGE{mr.SGE(4096, 64)}}}); err != nil {
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 4096, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	payload := []byte("inline!")
@@ -136,7 +136,7 @@ func TestPostBadInput(t *testing.T) {
 	defer mr.Close()
 	tooMany := make([]uverbs.SGE, a.Cap().MaxSendSGE+1)
 	for i := range tooMany {
-		tooMany[i] = mr.SGE(i, 1)
+		tooMany[i] = rdmatest.SGE(t, mr, i, 1)
 	}
 	for _, tt := range []struct {
 		name string
@@ -144,9 +144,9 @@ func TestPostBadInput(t *testing.T) {
 		want error
 	}{
 		{"too many SGEs", uverbs.SendWR{Opcode: uverbs.WRSend, SGL: tooMany}, unix.EINVAL},
-		{"inline too long", uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: []uverbs.SGE{mr.SGE(0, 4000)}}, unix.EINVAL},
-		{"unaligned atomic", uverbs.SendWR{Opcode: uverbs.WRAtomicFetchAdd, SGL: []uverbs.SGE{mr.SGE(0, 8)}, RemoteAddr: 3}, unix.EINVAL},
-		{"inline RDMA read", uverbs.SendWR{Opcode: uverbs.WRRDMARead, Flags: uverbs.SendInline, SGL: []uverbs.SGE{mr.SGE(0, 8)}}, unix.EINVAL},
+		{"inline too long", uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 4000)}}, unix.EINVAL},
+		{"unaligned atomic", uverbs.SendWR{Opcode: uverbs.WRAtomicFetchAdd, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 8)}, RemoteAddr: 3}, unix.EINVAL},
+		{"inline RDMA read", uverbs.SendWR{Opcode: uverbs.WRRDMARead, Flags: uverbs.SendInline, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 8)}}, unix.EINVAL},
 		{"unknown opcode", uverbs.SendWR{Opcode: 77}, unix.EOPNOTSUPP},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,9 +161,9 @@ func TestPostBadInput(t *testing.T) {
 	// after the good one before it; the queue is unchanged by the refusal.
 	tooManyRecv := make([]uverbs.SGE, b.Cap().MaxRecvSGE+1)
 	for i := range tooManyRecv {
-		tooManyRecv[i] = mr.SGE(i, 1)
+		tooManyRecv[i] = rdmatest.SGE(t, mr, i, 1)
 	}
-	n, err := b.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{mr.SGE(0, 8)}}, {WRID: 2, SGL: tooManyRecv}})
+	n, err := b.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 8)}}, {WRID: 2, SGL: tooManyRecv}})
 	var op *uverbs.OpError
 	if n != 1 || !errors.Is(err, unix.EINVAL) || !errors.As(err, &op) || op.Op != "post recv" || !strings.Contains(err.Error(), "work request 1") {
 		t.Errorf("PostRecv of a good request, then one of %d SGEs = %d, %v; want 1, a post recv error naming work request 1 and wrapping EINVAL",

@@ -28,8 +28,8 @@ func (m *MR) LKey() uint32 { return 0 }
 // RKey returns 0.
 func (m *MR) RKey() uint32 { return 0 }
 
-// SGE returns the zero SGE.
-func (m *MR) SGE(off, n int) SGE { return SGE{} }
+// SGE returns an error wrapping ErrNotSupported.
+func (m *MR) SGE(off, n int) (SGE, error) { return SGE{}, unsupported("make sge", "") }
 
 // Addr returns 0.
 func (m *MR) Addr() uint64 { return 0 }

@@ -99,3 +99,46 @@ func TestNewQPClosedCQ(t *testing.T) {
 		}
 	}
 }
+
+// A Modify to RESET, a CQ.Close and a Context.Close at once never
+// deadlock (issue 36: Modify held the context while it waited for the
+// CQ's lock, to clean the QP's completions out of the CQ; CQ.Close held
+// that lock while it waited for the context, which a pending
+// Context.Close kept it from getting). On the mlx5 model, whose QP reset
+// cleans its CQs.
+func TestResetRacesCloseNoDeadlock(t *testing.T) {
+	t.Setenv(rdmatest.EnvDevice, rdmatest.ModelDevice)
+	e := newModelQPEnv(t)
+	qp, err := e.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: e.cq, RecvCQ: e.cq,
+		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxClosed, cqClosed, modified := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	restore := uverbs.SetQPCmdHook(func() {
+		go func() { ctxClosed <- e.ctx.Close() }()
+		time.Sleep(50 * time.Millisecond) // Context.Close waits for the Modify
+		go func() { cqClosed <- e.cq.Close() }()
+		time.Sleep(50 * time.Millisecond) // CQ.Close holds the CQ's lock, waits for the context
+	})
+	defer restore()
+	go func() { modified <- qp.Modify(&uverbs.QPAttr{State: uverbs.QPReset}, uverbs.QPAttrState) }()
+	for _, w := range []struct {
+		what string
+		c    chan error
+		ok   func(error) bool
+	}{
+		{"Modify to RESET", modified, func(err error) bool { return err == nil }},
+		{"Context.Close", ctxClosed, func(err error) bool { return err == nil }},
+		{"CQ.Close", cqClosed, func(err error) bool { return err == nil || errors.Is(err, uverbs.ErrClosed) }},
+	} {
+		select {
+		case err := <-w.c:
+			if !w.ok(err) {
+				t.Errorf("%s: %v", w.what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s has not returned in 10 s: deadlock", w.what)
+		}
+	}
+}

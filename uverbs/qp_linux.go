@@ -34,11 +34,13 @@ type QP struct {
 	// closed is written only by Close, which holds mu, sendMu and recvMu,
 	// so holding any one of them makes reading it safe.
 	closed bool
-	// stopped is set once the QP or its context is closed, by Close or
-	// Context.Close holding sendMu and recvMu: each post reads it under
-	// its own lock, one load, and finds the context's fd and doorbell
-	// pages there while it is false (see Context.Close).
-	stopped bool
+	// stop is why the QP posts no more, nil while it may: ErrClosed once
+	// the QP or its context is closed (Close, Context.Close), or
+	// ErrDeviceFatal once the device failed (halt); it is written holding
+	// sendMu and recvMu. Each post reads it under its own lock (the check
+	// it always made, no atomic), and finds the context's fd and doorbell
+	// pages there while it is nil (see Context.Close).
+	stop error
 
 	sendMu sync.Mutex // serialises PostSend and PostSendInline
 	recvMu sync.Mutex // serialises PostRecv
@@ -104,20 +106,24 @@ func providerRecvWRs(w []RecvWR) []provider.RecvWR {
 // names them ("send doorbell after work requests 0 to 2: …"), and the
 // next doorbell (any later PostSend) sends them at the latest. Posting
 // them again would send them twice.
+//
+// Once the device has reported DEVICE_FATAL, PostSend posts nothing and
+// returns an error wrapping ErrDeviceFatal: the device completes nothing
+// more, and mlx5's doorbell would land in a page the kernel zapped.
 func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	const op = "post send"
 	// The lock is released by hand, not deferred: a deferred call costs
 	// every post a closure's setup, its stores and an indirect call.
 	// The send lock alone: the doorbell uses the context's fd (rxe) or
 	// its mapped doorbell page (mlx5), which Context.Close keeps until it
-	// has set every live QP's stopped under the QP's locks. So a post
-	// either ends first or finds stopped set, with no lock or flag of the
+	// has set every live QP's stop under the QP's locks. So a post
+	// either ends first or finds stop set, with no lock or flag of the
 	// context's read on the way (its read lock would cost two locked
-	// instructions a post).
+	// instructions a post). A DEVICE_FATAL sets stop the same way.
 	q.sendMu.Lock()
-	if q.stopped {
+	if e := q.stop; e != nil {
 		q.sendMu.Unlock()
-		return 0, q.pd.ctx.opErr(op, ErrClosed)
+		return 0, q.pd.ctx.opErr(op, e)
 	}
 	n, err := q.p.PostSend(providerSendWRs(wrs))
 	q.sendMu.Unlock()
@@ -130,13 +136,14 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 // PostRecv posts receive work requests (ibv_post_recv), in order, with no
 // system call. It returns how many were posted; on an error, the requests
 // before the bad one are posted and the error names its index. Safe for
-// concurrent use.
+// concurrent use. Once the device has reported DEVICE_FATAL, it posts
+// nothing and returns an error wrapping ErrDeviceFatal.
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post recv"
 	q.recvMu.Lock() // released by hand, as in PostSend
-	if q.stopped {
+	if e := q.stop; e != nil {
 		q.recvMu.Unlock()
-		return 0, q.pd.ctx.opErr(op, ErrClosed)
+		return 0, q.pd.ctx.opErr(op, e)
 	}
 	n, err := q.p.PostRecv(providerRecvWRs(wrs))
 	q.recvMu.Unlock()
@@ -204,6 +211,9 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 	}
 	q := &QP{pd: p, p: pq, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, user: cfg.UserValue, handle: handle}
 	ctx.addQP(q)
+	if ctx.events.fatal.Load() { // a DEVICE_FATAL read before addQP missed it
+		q.halt(ErrDeviceFatal)
+	}
 	return q, nil
 }
 
@@ -279,8 +289,16 @@ func (q *QP) modify(op string, attr *QPAttr, mask QPAttrMask) (kerr, err error) 
 	if err := ctx.use(op); err != nil {
 		return nil, err
 	}
-	defer ctx.done()
-	q.mu.RLock() // to the command's end: Close waits (see mu)
+	// The context is given back before a reset's cleaning, which takes
+	// the CQs' locks: a CQ's Close holds its lock while it takes the
+	// context, so the context is never held while a CQ's lock is awaited.
+	inCtx := true
+	defer func() {
+		if inCtx {
+			ctx.done()
+		}
+	}()
+	q.mu.RLock() // to the command's end, and the reset's: Close waits (see mu)
 	defer q.mu.RUnlock()
 	if q.closed {
 		return nil, ctx.opErr(op, ErrClosed)
@@ -312,6 +330,8 @@ func (q *QP) modify(op string, attr *QPAttr, mask QPAttrMask) (kerr, err error) 
 	if err := kverbs.ModifyQP(ctx.conn, &m); err != nil {
 		return err, nil
 	}
+	ctx.done()
+	inCtx = false
 	if mask&QPAttrState != 0 && attr.State == QPReset {
 		q.reset()
 	}
@@ -325,19 +345,29 @@ func (q *QP) reset() {
 	if !ok {
 		return
 	}
-	q.sendMu.Lock()
-	defer q.sendMu.Unlock()
-	q.recvMu.Lock()
-	defer q.recvMu.Unlock()
+	// Locks in the order CQ, then the QP's send and receive locks (as
+	// CQ.Close takes the context under its CQ's lock, and Context.Close
+	// the QPs' locks under the context's), one CQ at a time. A QP its
+	// context's Close stopped, or a closed CQ, has no ring to clean (a
+	// QP a fatal device stopped keeps its rings until then).
+	both := func(f func()) {
+		q.sendMu.Lock()
+		q.recvMu.Lock()
+		if q.stop != ErrClosed {
+			f()
+		}
+		q.recvMu.Unlock()
+		q.sendMu.Unlock()
+	}
 	for i, c := range []*cq.CQ{q.sendCQ, q.recvCQ} {
 		if c == nil || (i == 1 && c == q.sendCQ) {
 			continue
 		}
 		if b, ok := backendOf(c); ok {
-			cqseam.Exclusive(c, func() { r.CleanCQ(b.CQ) })
+			cqseam.Exclusive(c, func() { both(func() { r.CleanCQ(b.CQ) }) })
 		}
 	}
-	r.Reset()
+	both(r.Reset)
 }
 
 func qpDest(a *AHAttr) uapi.IBUverbsQPDest {
@@ -436,7 +466,7 @@ func (q *QP) Close() error {
 	}
 	if cerr != nil {
 		q.p.Release() // the context's close destroyed it in the kernel
-		q.closed, q.stopped = true, true
+		q.closed, q.stop = true, ErrClosed
 		return cerr
 	}
 	if _, err := q.p.Destroy(); err != nil {
@@ -444,7 +474,7 @@ func (q *QP) Close() error {
 	}
 	ctx.untrackAsync(ElementQP, q.handle)
 	ctx.removeQP(q)
-	q.closed, q.stopped = true, true
+	q.closed, q.stop = true, ErrClosed
 	return nil
 }
 
@@ -462,8 +492,22 @@ func (q *QP) contextClosed() {
 	defer q.sendMu.Unlock()
 	q.recvMu.Lock()
 	defer q.recvMu.Unlock()
-	q.stopped = true
+	q.stop = ErrClosed
 	q.p.Release()
+}
+
+// halt stops the QP's posts with err (ErrDeviceFatal), unless they are
+// stopped already. It takes the post locks, so a post in flight ends
+// first; the caller holds none of the QP's locks and not the async
+// events' mu (QP.Close holds the post locks while it takes that).
+func (q *QP) halt(err error) {
+	q.sendMu.Lock()
+	q.recvMu.Lock()
+	if q.stop == nil {
+		q.stop = err
+	}
+	q.recvMu.Unlock()
+	q.sendMu.Unlock()
 }
 
 // AH is an address handle (ibv_ah): a remote destination for UD sends.

@@ -134,15 +134,17 @@ func perf(out io.Writer, args []string) int {
 
 // perfSide is one side's resources.
 type perfSide struct {
-	dev  *uverbs.Context
-	pd   *uverbs.PD
-	buf  *uverbs.Buffer
-	mr   *uverbs.MR
-	scq  *cq.CQ
-	rcq  *cq.CQ
-	qp   *uverbs.QP
-	wcs  []cq.WC
-	size int
+	dev *uverbs.Context
+	pd  *uverbs.PD
+	buf *uverbs.Buffer
+	mr  *uverbs.MR
+	// sendSGE is [0,size) of mr, recvSGE [size,2·size).
+	sendSGE, recvSGE uverbs.SGE
+	scq              *cq.CQ
+	rcq              *cq.CQ
+	qp               *uverbs.QP
+	wcs              []cq.WC
+	size             int
 	// inline is SendInline when the messages are sent inline, else 0.
 	inline uverbs.SendFlags
 	// recvLeft counts the receives still to post after those posted
@@ -228,8 +230,14 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	if s.mr, err = s.pd.RegMR(s.buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite); err != nil {
 		return err
 	}
-	s.recvWR = []uverbs.RecvWR{{SGL: []uverbs.SGE{s.mr.SGE(s.size, s.size)}}}
-	s.sendWR = []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
+	if s.sendSGE, err = s.mr.SGE(0, s.size); err != nil {
+		return err
+	}
+	if s.recvSGE, err = s.mr.SGE(s.size, s.size); err != nil {
+		return err
+	}
+	s.recvWR = []uverbs.RecvWR{{SGL: []uverbs.SGE{s.recvSGE}}}
+	s.sendWR = []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.sendSGE}}}
 	depth, rx := max(c.depth, 2), max(c.rx, 2)
 	if s.scq, err = s.dev.NewCQ(2 * depth); err != nil {
 		return err
@@ -451,7 +459,7 @@ func (s *perfSide) writeLat(client bool, n int, peer perfPeer) ([]time.Duration,
 	word := (*uint32)(unsafe.Pointer(&mem[2*s.size-4]))
 	src := mem[:s.size]
 	wr := []uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | s.inline,
-		SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}, RemoteAddr: peer.Addr, RKey: peer.RKey}}
+		SGL: []uverbs.SGE{s.sendSGE}, RemoteAddr: peer.Addr, RKey: peer.RKey}}
 	write := func(i uint32) error {
 		binary32(src[s.size-4:], i)
 		_, err := s.qp.PostSend(wr)
@@ -515,7 +523,7 @@ func (s *perfSide) recvN(n int) error {
 // no peak (0), as perftest.
 func (s *perfSide) bw(write bool, n, depth, cqMod int, peer perfPeer) (time.Duration, float64, error) {
 	cqMod = min(cqMod, depth) // else the window could close with nothing signaled
-	wr := []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.mr.SGE(0, s.size)}}}
+	wr := []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.sendSGE}}}
 	if write {
 		wr[0].Opcode, wr[0].RemoteAddr, wr[0].RKey = uverbs.WRRDMAWrite, peer.Addr, peer.RKey
 	}

@@ -229,7 +229,15 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	if int(qp.Cap().MaxInlineData) >= c.size {
 		sendFlags |= uverbs.SendInline
 	}
-	recvWR := []uverbs.RecvWR{{WRID: ppRecvWRID, SGL: []uverbs.SGE{mr.SGE(0, c.size+grh)}}}
+	recvSGE, err := mr.SGE(0, c.size+grh)
+	if err != nil {
+		return err
+	}
+	sendSGE, err := mr.SGE(grh, c.size)
+	if err != nil {
+		return err
+	}
+	recvWR := []uverbs.RecvWR{{WRID: ppRecvWRID, SGL: []uverbs.SGE{recvSGE}}}
 	postRecvs := func(n int) int {
 		for i := 0; i < n; i++ {
 			if _, err := qp.PostRecv(recvWR); err != nil {
@@ -322,7 +330,7 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 	}
 	fmt.Fprintf(out, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.LID, rem.QPN, rem.PSN, rem.GID)
 
-	sendWR := []uverbs.SendWR{{WRID: ppSendWRID, Opcode: uverbs.WRSend, Flags: sendFlags, SGL: []uverbs.SGE{mr.SGE(grh, c.size)}}}
+	sendWR := []uverbs.SendWR{{WRID: ppSendWRID, Opcode: uverbs.WRSend, Flags: sendFlags, SGL: []uverbs.SGE{sendSGE}}}
 	if c.ud {
 		sendWR[0].AH, sendWR[0].RemoteQPN, sendWR[0].RemoteQKey = ah, rem.QPN, udQKey
 	}

@@ -145,7 +145,11 @@ func run(out io.Writer, devName string, n int) (err error) {
 }
 
 func (s *side) postRecv() error {
-	_, err := s.qp.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{s.mr.SGE(0, msgMax)}}})
+	sge, err := s.mr.SGE(0, msgMax)
+	if err != nil {
+		return err
+	}
+	_, err = s.qp.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{sge}}})
 	return err
 }
 
@@ -165,8 +169,12 @@ func (s *side) serve(ctx context.Context) error {
 			if err := s.postRecv(); err != nil {
 				return err
 			}
-			_, err := s.qp.PostSend([]uverbs.SendWR{{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-				SGL: []uverbs.SGE{s.mr.SGE(msgMax, n)}}})
+			sge, err := s.mr.SGE(msgMax, n)
+			if err != nil {
+				return err
+			}
+			_, err = s.qp.PostSend([]uverbs.SendWR{{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{sge}}})
 			if err != nil {
 				return err
 			}

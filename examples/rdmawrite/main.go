@@ -124,8 +124,12 @@ func run(out io.Writer, devName string, n int) (err error) {
 		}
 		msg := fmt.Sprintf("write %d, straight into the target's memory", i)
 		copy(src.Bytes()[i*slot:], msg)
-		_, err := writer.PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRRDMAWriteWithImm,
-			Flags: uverbs.SendSignaled, Imm: uint32(1000 + i), SGL: []uverbs.SGE{src.SGE(i*slot, len(msg))},
+		sge, err := src.SGE(i*slot, len(msg))
+		if err != nil {
+			return err
+		}
+		_, err = writer.PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRRDMAWriteWithImm,
+			Flags: uverbs.SendSignaled, Imm: uint32(1000 + i), SGL: []uverbs.SGE{sge},
 			RemoteAddr: peer.Addr + uint64(i*slot), RKey: peer.RKey}})
 		if err != nil {
 			return err

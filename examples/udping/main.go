@@ -160,7 +160,11 @@ func run(out io.Writer, devName string, addr netip.Addr, n int) (err error) {
 }
 
 func (nd *node) postRecv() error {
-	_, err := nd.qp.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{nd.mr.SGE(0, uverbs.UDRecvSize(payloadMax))}}})
+	sge, err := nd.mr.SGE(0, uverbs.UDRecvSize(payloadMax))
+	if err != nil {
+		return err
+	}
+	_, err = nd.qp.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{sge}}})
 	return err
 }
 

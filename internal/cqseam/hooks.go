@@ -23,7 +23,10 @@ type Request struct {
 //	Resize(n int) (int, error)
 //	Destroy() (compEvents, asyncEvents uint32, err error)
 //
-// and optionally Ring(l *RingLock) any, whose result, when not nil, has
+// and optionally ArmNeedsEventsRead() bool, true where the device ignores
+// an arm made after an event fired and before EventRead counted it
+// (mlx5: cq then reads the channel's queued events before such an arm),
+// and Ring(l *RingLock) any, whose result, when not nil, has
 // PollRing(wcs []cq.WC, l *RingLock) (int, error) and then serves every
 // Poll of the CQ (one call into the provider, no lock for an empty ring).
 // Without a ring, Poll calls the backend's Poll under the CQ's lock.
@@ -37,7 +40,9 @@ var NewChannel func(fd int, dev string) (any, error)
 var Backend func(q any) any
 
 // Exclusive runs f while no Poll, ReqNotify or Resize of q (a *cq.CQ) can
-// run. It does nothing for another type. mlx5 needs it when a QP is
+// run, unless q is closed (its ring is gone). It does nothing for another
+// type. It takes q's lock: the caller must not hold its device context's
+// lock, which a CQ's Close takes under q's lock. mlx5 needs it when a QP is
 // reset, to take the QP's stale completions out of its CQs, as rdma-core
 // does.
 var Exclusive func(q any, f func())

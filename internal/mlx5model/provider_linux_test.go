@@ -94,9 +94,9 @@ func TestProviderInlineScatter(t *testing.T) {
 	a, b := f.pair(t)
 	msg := bytes.Repeat([]byte("inline!"), 9)[:60]
 	copy(f.mem[512:], msg)
-	recv(t, b, 7, f.mr.SGE(4096, 20), f.mr.SGE(8192, 100))
+	recv(t, b, 7, rdmatest.SGE(t, f.mr, 4096, 20), rdmatest.SGE(t, f.mr, 8192, 100))
 	post(t, a, uverbs.SendWR{WRID: 8, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline,
-		SGL: []uverbs.SGE{f.mr.SGE(512, 60)}})
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 512, 60)}})
 	clear(f.mem[512:572]) // inline: the bytes went with the WQE
 	w := rdmatest.PollN(t, f.rcq, 1)[0]
 	if w.Status != cq.Success || w.WRID != 7 || w.ByteLen != 60 || w.Opcode != cq.OpRecv {
@@ -118,7 +118,7 @@ func TestProviderQPReuseAfterReset(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		for i := 0; i < 3; i++ {
 			post(t, a, uverbs.SendWR{WRID: uint64(10*round + i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-				SGL: []uverbs.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()})
+				SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()})
 		}
 		for i, w := range rdmatest.PollN(t, f.scq, 3) {
 			if w.Status != cq.Success || w.WRID != uint64(10*round+i) {
@@ -140,7 +140,7 @@ func TestProviderInjectedError(t *testing.T) {
 	rdmatest.Model(t).InjectError(a.QPN(), uapi.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR)
 	for i := 0; i < 3; i++ {
 		post(t, a, uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()})
+			SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()})
 	}
 	want := []cq.Status{cq.LocProtErr, cq.WRFlushErr, cq.WRFlushErr}
 	for i, w := range rdmatest.PollN(t, f.scq, 3) {
@@ -163,7 +163,7 @@ func TestProviderUnsignaledSlots(t *testing.T) {
 		wrs := make([]uverbs.SendWR, depth)
 		for i := range wrs {
 			wrs[i] = uverbs.SendWR{WRID: uint64(round), Opcode: uverbs.WRRDMAWrite,
-				SGL: []uverbs.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}
+				SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}
 		}
 		wrs[depth-1].Flags = uverbs.SendSignaled
 		post(t, a, wrs...)
@@ -186,16 +186,16 @@ func TestProviderUDImm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ah.Close()
-	recv(t, u2, 1, f.mr.SGE(4096, 256))
+	recv(t, u2, 1, rdmatest.SGE(t, f.mr, 4096, 256))
 	post(t, u1, uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{f.mr.SGE(0, 10)}, AH: ah, RemoteQPN: u2.QPN(), RemoteQKey: 0x78})
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 10)}, AH: ah, RemoteQPN: u2.QPN(), RemoteQKey: 0x78})
 	rdmatest.PollN(t, f.scq, 1)
 	time.Sleep(20 * time.Millisecond)
 	if n, _ := f.rcq.Poll(make([]cq.WC, 1)); n != 0 {
 		t.Error("a datagram with the wrong Q_Key arrived")
 	}
 	post(t, u1, uverbs.SendWR{WRID: 3, Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled, Imm: 0xdeadbeef,
-		SGL: []uverbs.SGE{f.mr.SGE(0, 10)}, AH: ah, RemoteQPN: u2.QPN(), RemoteQKey: 0x77})
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 10)}, AH: ah, RemoteQPN: u2.QPN(), RemoteQKey: 0x77})
 	w := rdmatest.PollN(t, f.rcq, 1)[0]
 	if w.Status != cq.Success || w.Imm != 0xdeadbeef || w.Flags&cq.WithImm == 0 || w.Flags&cq.WithGRH == 0 ||
 		w.ByteLen != 50 || w.SrcQP != u1.QPN() || w.QPNum != u2.QPN() {
@@ -208,9 +208,9 @@ func TestProviderUDImm(t *testing.T) {
 func TestProviderSendWithInv(t *testing.T) {
 	f := psetup(t)
 	a, b := f.pair(t)
-	recv(t, b, 1, f.mr.SGE(4096, 64))
+	recv(t, b, 1, rdmatest.SGE(t, f.mr, 4096, 64))
 	post(t, a, uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSendWithInv, Flags: uverbs.SendSignaled, Imm: 0x1234567,
-		SGL: []uverbs.SGE{f.mr.SGE(0, 8)}})
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}})
 	w := rdmatest.PollN(t, f.rcq, 1)[0]
 	if w.Status != cq.Success || w.Flags&cq.WithInv == 0 || w.Imm != 0x1234567 {
 		t.Errorf("receive %+v", w)
@@ -235,13 +235,14 @@ func TestProviderSharedDoorbellHalf(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		a, b := f.qp(t, uverbs.RC, c, c), f.qp(t, uverbs.RC, c, c)
 		rdmatest.ConnectRC(t, a, b)
+		sge := rdmatest.SGE(t, f.mr, i*64, 8)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			wcs := make([]cq.WC, 4)
 			for r := range rounds {
 				wr := uverbs.SendWR{WRID: uint64(r), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-					SGL: []uverbs.SGE{f.mr.SGE(i*64, 8)}, RemoteAddr: f.mr.Addr() + 4096 + uint64(i*64), RKey: f.mr.RKey()}
+					SGL: []uverbs.SGE{sge}, RemoteAddr: f.mr.Addr() + 4096 + uint64(i*64), RKey: f.mr.RKey()}
 				if _, err := a.PostSend([]uverbs.SendWR{wr}); err != nil {
 					errs <- err
 					return

@@ -53,6 +53,11 @@ type CQ interface {
 	// EventRead is called for each completion event read for the CQ
 	// (mlx5 advances its arm sequence number there).
 	EventRead()
+	// ArmNeedsEventsRead reports whether the device ignores an arm made
+	// after it raised an event for the CQ and before EventRead counted
+	// that event (mlx5). The cq package then reads the channel's queued
+	// events before such an arm.
+	ArmNeedsEventsRead() bool
 	// Resize makes the CQ hold at least n entries, keeping the
 	// completions it holds, in order, and returns the new size.
 	Resize(n int) (int, error)

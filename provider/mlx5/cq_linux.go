@@ -426,6 +426,12 @@ func (q *CQ) ReqNotify(solicitedOnly bool) error {
 // that does not carry the number of events read so far.
 func (q *CQ) EventRead() { q.armSN++ }
 
+// ArmNeedsEventsRead is true: an arm made after the device raised an
+// event and before EventRead counted it carries the sequence number the
+// event used up, and the device ignores it (rdma-core counts at
+// ibv_get_cq_event, mlx5_cq_event, as EventRead does).
+func (q *CQ) ArmNeedsEventsRead() bool { return true }
+
 // Resize moves the CQ to a ring of at least n entries. The device ends
 // the old ring with a resize CQE; the completions before it are copied to
 // the new ring, where the device goes on.

@@ -334,6 +334,11 @@ func (q *CQ) Break() { q.live.Store(nil) }
 // EventRead does nothing: rxe has no arm sequence number.
 func (q *CQ) EventRead() {}
 
+// ArmNeedsEventsRead is false: the kernel arms an rxe CQ whatever events
+// it raised (rxe_req_notify_cq sets the CQ's notify flag), so an arm made
+// before the last event is read counts.
+func (q *CQ) ArmNeedsEventsRead() bool { return false }
+
 // Destroy destroys the CQ in the kernel, then gives its ring back.
 func (q *CQ) Destroy() (kverbs.Events, error) {
 	ev, err := kverbs.DestroyCQ(q.conn, q.handle)

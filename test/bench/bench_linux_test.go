@@ -19,6 +19,7 @@ type env struct {
 	scq, rcq *cq.CQ
 	a, b     *uverbs.QP
 	mr       *uverbs.MR
+	sge      uverbs.SGE // 8 bytes at the start of mr
 	buf      *uverbs.Buffer
 }
 
@@ -52,6 +53,7 @@ func setup(b *testing.B, scqOpts ...cq.Option) *env {
 	must(err)
 	e.mr, err = e.pd.RegMR(e.buf.Bytes(), rdmatest.AllAccess)
 	must(err)
+	e.sge = rdmatest.SGE(b, e.mr, 0, 8)
 	b.Cleanup(func() {
 		e.a.Close()
 		e.b.Close()
@@ -80,7 +82,7 @@ func (e *env) write(n int) []uverbs.SendWR {
 	wrs := make([]uverbs.SendWR, n)
 	for i := range wrs {
 		wrs[i] = uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{e.mr.SGE(0, 8)}, RemoteAddr: e.mr.Addr() + 4096, RKey: e.mr.RKey()}
+			SGL: []uverbs.SGE{e.sge}, RemoteAddr: e.mr.Addr() + 4096, RKey: e.mr.RKey()}
 	}
 	return wrs
 }
@@ -92,8 +94,13 @@ func (e *env) write(n int) []uverbs.SendWR {
 // runtime's spinning M), and that thread, on the VM's other vCPU, slows
 // the drain it has nothing to do with.
 func (e *env) fill(b *testing.B, wrs []uverbs.SendWR, settle time.Duration) {
-	if _, err := e.a.PostSend(wrs); err != nil {
-		b.Fatal(err)
+	// One request a post: one doorbell for them all would be a write of
+	// millions of instructions, long enough for the runtime's monitor to
+	// hand the P off and stay awake into the timed drain.
+	for i := range wrs {
+		if _, err := e.a.PostSend(wrs[i : i+1]); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for start := time.Now(); time.Since(start) < settle; {
 	}
@@ -306,7 +313,7 @@ func BenchmarkPostSend(b *testing.B) {
 // swaps (see PollDrain on why the timer is not stopped).
 func BenchmarkPostRecv(b *testing.B) {
 	e := setup(b)
-	wr := []uverbs.RecvWR{{SGL: []uverbs.SGE{e.mr.SGE(8192, 64)}}}
+	wr := []uverbs.RecvWR{{SGL: []uverbs.SGE{rdmatest.SGE(b, e.mr, 8192, 64)}}}
 	// The receive queue holds 1024: a fresh QP every 1000 posts keeps it
 	// from filling, outside ns/WR. It goes to INIT as in cbench.c
 	// (rdma-core refuses receives in RESET).

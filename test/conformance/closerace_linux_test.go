@@ -48,7 +48,7 @@ func TestContextCloseRacesPostSend(t *testing.T) {
 		}
 		rdmatest.ConnectRC(t, a, b)
 		// Unsignaled writes: they leave no CQE, so the CQ cannot overrun.
-		wr := []uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{mr.SGE(0, 8)},
+		wr := []uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 8)},
 			RemoteAddr: mr.Addr() + 2048, RKey: mr.RKey()}}
 		var posted atomic.Int64
 		errc := make(chan error, 4)
@@ -82,7 +82,7 @@ func TestContextCloseRacesPostSend(t *testing.T) {
 				t.Errorf("round %d: a post after Close: %v, want ErrClosed", round, err)
 			}
 		}
-		if _, err := b.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{mr.SGE(0, 8)}}}); !errors.Is(err, uverbs.ErrClosed) {
+		if _, err := b.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 8)}}}); !errors.Is(err, uverbs.ErrClosed) {
 			t.Errorf("round %d: PostRecv after Close: %v, want ErrClosed", round, err)
 		}
 		for _, x := range []interface{ Close() error }{a, b, mr, q, pd} {

@@ -206,7 +206,7 @@ func TestSolicitedArmFailedReceiveRXE(t *testing.T) {
 	if err := rcq.ReqNotify(cq.NextSolicited); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 5, SGL: []uverbs.SGE{f.mr.SGE(65536, 4)}}}); err != nil {
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 5, SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 65536, 4)}}}); err != nil {
 		t.Fatal(err)
 	}
 	f.send(t, a, 5, uverbs.WRSend, 0) // 16 bytes into 4
@@ -236,7 +236,7 @@ func TestSolicitedArmFailedSendRXE(t *testing.T) {
 	}
 	// A write with a bad rkey fails with a remote access error.
 	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 9, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{f.mr.SGE(0, 16)}, RemoteAddr: f.mr.Addr(), RKey: f.mr.RKey() ^ 0xff00}}); err != nil {
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 16)}, RemoteAddr: f.mr.Addr(), RKey: f.mr.RKey() ^ 0xff00}}); err != nil {
 		t.Fatal(err)
 	}
 	w := rdmatest.PollN(t, scq, 1)[0]
@@ -494,7 +494,7 @@ func TestNonBlockingAndDeadlines(t *testing.T) {
 	}
 	time.AfterFunc(50*time.Millisecond, func() {
 		a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}})
+			SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}})
 	})
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -632,7 +632,7 @@ func TestCompletionFlags(t *testing.T) {
 	defer ah.Close()
 	f.recv(t, u2, 50, 1)
 	if _, err := u1.PostSend([]uverbs.SendWR{{WRID: 51, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{f.mr.SGE(0, 100)}, AH: ah, RemoteQPN: u2.QPN(), RemoteQKey: 0x1234}}); err != nil {
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 100)}, AH: ah, RemoteQPN: u2.QPN(), RemoteQKey: 0x1234}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range rdmatest.PollN(t, ucq, 2) {

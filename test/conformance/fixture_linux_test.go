@@ -98,7 +98,7 @@ func (f *fix) recv(t *testing.T, qp *uverbs.QP, base uint64, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		off := 65536 + (int(base)+i)%128*256
-		if _, err := qp.PostRecv([]uverbs.RecvWR{{WRID: base + uint64(i), SGL: []uverbs.SGE{f.mr.SGE(off, 256)}}}); err != nil {
+		if _, err := qp.PostRecv([]uverbs.RecvWR{{WRID: base + uint64(i), SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, off, 256)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +108,7 @@ func (f *fix) recv(t *testing.T, qp *uverbs.QP, base uint64, n int) {
 func (f *fix) send(t *testing.T, qp *uverbs.QP, wrid uint64, op uverbs.WROpcode, flags uverbs.SendFlags) {
 	t.Helper()
 	wr := uverbs.SendWR{WRID: wrid, Opcode: op, Flags: flags | uverbs.SendSignaled,
-		SGL: []uverbs.SGE{f.mr.SGE(0, 16)}, Imm: uint32(wrid)}
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 16)}, Imm: uint32(wrid)}
 	if op == uverbs.WRRDMAWrite || op == uverbs.WRRDMAWriteWithImm || op == uverbs.WRRDMARead {
 		wr.RemoteAddr, wr.RKey = f.mr.Addr()+32768, f.mr.RKey()
 	}

@@ -24,10 +24,11 @@ func TestPitfallArmRace(t *testing.T) {
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
 	wcs := make([]cq.WC, 8)
+	sge := rdmatest.SGE(t, f.mr, 0, 8)
 	for i := 0; i < 300; i++ {
 		go func(i int) { // races the arm below
 			if _, err := a.PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-				SGL: []uverbs.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}}); err != nil {
+				SGL: []uverbs.SGE{sge}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}}); err != nil {
 				t.Error(err)
 			}
 		}(i)

@@ -79,7 +79,7 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
-	sge := []uverbs.SGE{f.mr.SGE(0, 64)}
+	sge := []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 64)}
 	wr := []uverbs.SendWR{{}}
 	start := time.Now()
 	deadline := start.Add(20 * time.Minute)

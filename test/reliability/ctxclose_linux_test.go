@@ -55,7 +55,7 @@ func TestContextCloseFreesEverything(t *testing.T) {
 	must(err)
 	ud, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.UD, SendCQ: scq, RecvCQ: rcq, Cap: qcap})
 	must(err)
-	_, err = rc.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{mr.SGE(0, 64)}}})
+	_, err = rc.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 64)}}})
 	must(err)
 	ah, err := pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1,
 		GRH: uverbs.GlobalRoute{DGID: rdmatest.GID(t, 1), SGIDIndex: 1, HopLimit: 64}})

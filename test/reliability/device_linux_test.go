@@ -21,10 +21,12 @@ import (
 // What happens depends on the driver. One that can disassociate a
 // ucontext (mlx5, and rxe from the kernels that gave it
 // disassociate_ucontext) is torn down at once: the kernel queues
-// DEVICE_FATAL on the async fd, the channel fd reports EIO, and every
-// later command fails. rxe on Linux 6.1 and 6.12 cannot: ib_uverbs's
-// remove_one waits for every open file of the device to close, so the
-// deletion blocks, the device vanishes from RDMA netlink and its char
+// DEVICE_FATAL on the async fd, the channel fd reports EIO, every later
+// command fails, and goverbs, reading the event, fails the posts, arms
+// and polls with uverbs.ErrDeviceFatal. rxe on Linux 6.1 and 6.12
+// cannot: ib_uverbs's remove_one waits for every open file of the
+// device to close, so the deletion blocks, the device vanishes from
+// RDMA netlink and its char
 // device is removed, and everything already open keeps working until
 // the application closes it. The test proves whichever contract the
 // kernel has, and in both: waiters end with an error instead of hanging,
@@ -57,11 +59,11 @@ func TestDeviceDeletedWhileOpen(t *testing.T) {
 	rdmatest.ConnectRC(t, a, b)
 	// One message each way of the data path first: the objects work.
 	exchange := func() error {
-		if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{o.mr.SGE(4096, 64)}}}); err != nil {
+		if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 4096, 64)}}}); err != nil {
 			return err
 		}
 		if _, err := a.PostSend([]uverbs.SendWR{{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{o.mr.SGE(0, 64)}}}); err != nil {
+			SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 0, 64)}}}); err != nil {
 			return err
 		}
 		return nil
@@ -160,8 +162,25 @@ func TestDeviceDeletedWhileOpen(t *testing.T) {
 		if _, err := o.ctx.NewCQ(4); err == nil {
 			t.Error("create cq on a disassociated context worked")
 		}
-		if err := scq.ReqNotify(cq.NextCompletion); err == nil {
-			t.Error("req notify cq on a disassociated context worked")
+		// The data path too, though it may never enter the kernel: the
+		// Context read the DEVICE_FATAL before the waiter got it, and
+		// failed its QPs and CQs (Poll once the ring is empty).
+		if err := scq.ReqNotify(cq.NextCompletion); !errors.Is(err, uverbs.ErrDeviceFatal) {
+			t.Errorf("req notify cq on a disassociated context: %v, want ErrDeviceFatal", err)
+		}
+		if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 3, SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 4096, 64)}}}); !errors.Is(err, uverbs.ErrDeviceFatal) {
+			t.Errorf("post recv on a disassociated context: %v, want ErrDeviceFatal", err)
+		}
+		if _, err := a.PostSend([]uverbs.SendWR{{WRID: 4, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 0, 64)}}}); !errors.Is(err, uverbs.ErrDeviceFatal) {
+			t.Errorf("post send on a disassociated context: %v, want ErrDeviceFatal", err)
+		}
+		wcs := make([]cq.WC, 16)
+		var perr error
+		for i := 0; i < 100 && perr == nil; i++ { // the ring's pages are zapped: empty, or what they held
+			_, perr = rcq.Poll(wcs)
+		}
+		if !errors.Is(perr, uverbs.ErrDeviceFatal) {
+			t.Errorf("poll cq on a disassociated context: %v, want ErrDeviceFatal", perr)
 		}
 	} else {
 		t.Log("the deletion waits for the application to close the device (no disassociate_ucontext)")

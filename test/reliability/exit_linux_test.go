@@ -113,14 +113,22 @@ func childLeak(waitKill bool) error {
 		return err
 	}
 	for i := 0; i < 32; i++ {
-		if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: uint64(i), SGL: []uverbs.SGE{mr.SGE(4096*i, 4096)}}}); err != nil {
+		sge, err := mr.SGE(4096*i, 4096)
+		if err != nil {
+			return err
+		}
+		if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: uint64(i), SGL: []uverbs.SGE{sge}}}); err != nil {
 			return err
 		}
 	}
 	// Sends beyond the posted receives stay in RNR retry, in flight.
+	sge, err := mr.SGE(0, 4096)
+	if err != nil {
+		return err
+	}
 	for i := 0; i < 48; i++ {
 		if _, err := a.PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{mr.SGE(0, 4096)}}}); err != nil {
+			SGL: []uverbs.SGE{sge}}}); err != nil {
 			return err
 		}
 	}

@@ -22,7 +22,7 @@ func postFlushLoad(t *testing.T, o *objects, qp *uverbs.QP) (signaled map[uint64
 	signaled = map[uint64]bool{}
 	for i := 0; i < flushWRs; i++ {
 		id := uint64(1 + i)
-		if _, err := qp.PostRecv([]uverbs.RecvWR{{WRID: id, SGL: []uverbs.SGE{o.mr.SGE(8192+i*64, 64)}}}); err != nil {
+		if _, err := qp.PostRecv([]uverbs.RecvWR{{WRID: id, SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 8192+i*64, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,7 +34,7 @@ func postFlushLoad(t *testing.T, o *objects, qp *uverbs.QP) (signaled map[uint64
 			signaled[id] = true
 		}
 		if _, err := qp.PostSend([]uverbs.SendWR{{WRID: id, Opcode: uverbs.WRSend, Flags: flags,
-			SGL: []uverbs.SGE{o.mr.SGE(0, 64)}}}); err != nil {
+			SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 0, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,12 +130,12 @@ func TestFlushExactlyOnce(t *testing.T) {
 	}
 
 	// Posting to a QP in ERR: a receive alone, then a send.
-	if _, err := a.PostRecv([]uverbs.RecvWR{{WRID: 5001, SGL: []uverbs.SGE{o.mr.SGE(0, 64)}}}); err != nil {
+	if _, err := a.PostRecv([]uverbs.RecvWR{{WRID: 5001, SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 0, 64)}}}); err != nil {
 		t.Fatalf("post recv in ERR: %v", err)
 	}
 	late := drain(t, rcq, 300*time.Millisecond)
 	t.Logf("a receive posted in ERR: %s", describe(late))
-	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 5002, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{o.mr.SGE(0, 64)}}}); err != nil {
+	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 5002, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{rdmatest.SGE(t, o.mr, 0, 64)}}}); err != nil {
 		t.Fatalf("post send in ERR: %v", err)
 	}
 	lateSend := drain(t, scq, 300*time.Millisecond)

@@ -76,7 +76,15 @@ func runLoad(t *testing.T, pollers int, serve bool) {
 		sendSeen[i] = make([]atomic.Int32, msgs)
 		recvSeen[i] = make([]atomic.Int32, msgs)
 	}
-	recvSGE := func(i int, n int64) []uverbs.SGE { return []uverbs.SGE{o.mr.SGE((i*rqs+int(n%rqs))*64, 64)} }
+	recvSGEs := make([]uverbs.SGE, qps*rqs) // 64 bytes for each receive slot
+	for k := range recvSGEs {
+		recvSGEs[k] = rdmatest.SGE(t, o.mr, k*64, 64)
+	}
+	sendSGE := rdmatest.SGE(t, o.mr, qps*rqs*64, 64)
+	recvSGE := func(i int, n int64) []uverbs.SGE {
+		k := i*rqs + int(n%rqs)
+		return recvSGEs[k : k+1]
+	}
 	postRecv := func(i int) error {
 		n := recvPosted[i].Add(1) - 1
 		if n >= int64(msgs) {
@@ -165,7 +173,7 @@ func runLoad(t *testing.T, pollers int, serve bool) {
 				}
 				for j := 0; j < k; j++ {
 					wrs[j] = uverbs.SendWR{WRID: uint64(i)<<32 | uint64(seq+j), Opcode: uverbs.WRSendWithImm,
-						Flags: uverbs.SendSignaled, Imm: uint32(seq + j), SGL: []uverbs.SGE{o.mr.SGE(qps*rqs*64, 64)}}
+						Flags: uverbs.SendSignaled, Imm: uint32(seq + j), SGL: []uverbs.SGE{sendSGE}}
 				}
 				inflight[i].Add(int32(k))
 				if n, err := q[i].PostSend(wrs[:k]); err != nil {

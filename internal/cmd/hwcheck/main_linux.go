@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,7 @@ type env struct {
 func main() {
 	model := flag.Bool("model", false, "run every step against internal/mlx5model instead of hardware")
 	devName := flag.String("dev", "", "mlx5 `device` to check (default: every one this machine has)")
-	gid := flag.Int("gid", gidDefault(), "port 1's GID `index` the loopback connections use (a RoCE v2 GID; GOVERBS_TEST_GID_INDEX)")
+	gid := flag.Int("gid", gidDefault(), "port 1's GID `index` the loopback connections use (GOVERBS_TEST_GID_INDEX; default: the first RoCE v2 GID, found with FindGID)")
 	suite := flag.Bool("suite", true, "run the conformance suite as the last step")
 	flag.Parse()
 	root, err := moduleRoot()
@@ -76,7 +77,7 @@ func gidDefault() int {
 	if v, err := strconv.Atoi(os.Getenv("GOVERBS_TEST_GID_INDEX")); err == nil {
 		return v
 	}
-	return 1
+	return -1 // FindGID's
 }
 
 func moduleRoot() (string, error) {
@@ -375,7 +376,7 @@ func (e *env) resetCleans() (string, error) {
 			return "", err
 		}
 	}
-	if err := connectRC(f.a, f.b, f.gid, e.gid); err != nil {
+	if err := connectRC(f.a, f.b, f.gid); err != nil {
 		return "", err
 	}
 	if err := f.post(f.a, 99); err != nil {
@@ -415,6 +416,9 @@ func (e *env) conformance() (string, error) {
 	if e.dev.Path == "(model)" {
 		dev = "mlx5model"
 	}
+	if err := e.findGID(nil); err != nil {
+		return "", err
+	}
 	cmd.Env = append(os.Environ(), "GOVERBS_TEST_DEVICE="+dev, "GOVERBS_TEST_GID_INDEX="+strconv.Itoa(e.gid))
 	out, err := cmd.CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -426,6 +430,29 @@ func (e *env) conformance() (string, error) {
 	return "GOVERBS_TEST_DEVICE=" + dev + ": " + last, nil
 }
 
+// findGID sets e.gid, when no -gid was given, to port 1's first RoCE v2
+// GID's index, once: the steps that run rdma-core's programs and the
+// suite take the index.
+func (e *env) findGID(ctx *uverbs.Context) error {
+	if e.gid >= 0 {
+		return nil
+	}
+	if ctx == nil {
+		c, done, err := e.open("")
+		if err != nil {
+			return err
+		}
+		defer done()
+		ctx = c
+	}
+	g, err := ctx.FindGID(1, uverbs.GIDTypeRoCEv2, netip.Addr{})
+	if err != nil {
+		return err
+	}
+	e.gid = g.Index
+	return nil
+}
+
 func modify(qp *uverbs.QP, a uverbs.QPAttr, m uverbs.QPAttrMask) error {
 	if err := qp.Modify(&a, m); err != nil {
 		return fmt.Errorf("modify QP %#x to %v: %w", qp.QPN(), a.State, err)
@@ -435,27 +462,19 @@ func modify(qp *uverbs.QP, a uverbs.QPAttr, m uverbs.QPAttrMask) error {
 
 const allAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite | uverbs.AccessRemoteAtomic
 
-// connectRC brings two RC QPs of the device to RTS, each the other's peer.
-func connectRC(a, b *uverbs.QP, gid uverbs.GID, gi int) error {
-	for _, p := range []struct{ qp, peer *uverbs.QP }{{a, b}, {b, a}} {
-		if err := modify(p.qp, uverbs.QPAttr{State: uverbs.QPInit, Port: 1, AccessFlags: allAccess},
-			uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
-			return err
-		}
-		if err := modify(p.qp, uverbs.QPAttr{State: uverbs.QPRTR, PathMTU: uverbs.MTU1024, DestQPN: p.peer.QPN(),
-			RQPSN: 100, MaxDestRdAtomic: 4, MinRNRTimer: 1,
-			AH: uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: uint8(gi), HopLimit: 64}}},
-			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer); err != nil {
-			return err
-		}
-		if err := modify(p.qp, uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
-			uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-				uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic); err != nil {
-			return err
-		}
+// loopOpts are the loopback connections' options: four reads and
+// atomics in flight each way, a short RNR delay, MTU 1024.
+var loopOpts = &uverbs.ConnectOptions{PathMTU: uverbs.MTU1024, MaxRdAtomic: 4, MaxDestRdAtomic: 4, MinRNRTimer: 1}
+
+// connectRC brings two RC QPs of the device to RTS, each the other's
+// peer, both at gid.
+func connectRC(a, b *uverbs.QP, gid uverbs.GID) error {
+	ea := uverbs.Endpoint{QPN: a.QPN(), PSN: 100, GID: gid}
+	eb := uverbs.Endpoint{QPN: b.QPN(), PSN: 100, GID: gid}
+	if err := a.ConnectRC(ea, eb, loopOpts); err != nil {
+		return err
 	}
-	return nil
+	return b.ConnectRC(eb, ea, loopOpts)
 }
 
 // fixture is a context with a loopback RC pair whose sends complete on
@@ -488,6 +507,9 @@ func (e *env) fixture(uars string, cqe int, channel bool) (*fixture, error) {
 		return nil, err
 	}
 	closers = append(closers, f.done)
+	if err := e.findGID(f.ctx); err != nil {
+		return fail(err)
+	}
 	g, err := f.ctx.QueryGID(1, e.gid)
 	if err != nil {
 		return fail(fmt.Errorf("GID %d: %w", e.gid, err))
@@ -531,7 +553,7 @@ func (e *env) fixture(uars string, cqe int, channel bool) (*fixture, error) {
 		return fail(err)
 	}
 	closers = append(closers, func() { f.b.Close() })
-	if err := connectRC(f.a, f.b, f.gid, e.gid); err != nil {
+	if err := connectRC(f.a, f.b, f.gid); err != nil {
 		return fail(err)
 	}
 	return f, nil
@@ -539,8 +561,12 @@ func (e *env) fixture(uars string, cqe int, channel bool) (*fixture, error) {
 
 // post posts one signaled 8-byte RDMA write from q into the buffer.
 func (f *fixture) post(q *uverbs.QP, wrid uint64) error {
-	_, err := q.PostSend([]uverbs.SendWR{{WRID: wrid, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}})
+	sge, err := f.mr.SGE(0, 8)
+	if err != nil {
+		return err
+	}
+	_, err = q.PostSend([]uverbs.SendWR{{WRID: wrid, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{sge}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}})
 	return err
 }
 

@@ -45,6 +45,9 @@ func (e *env) pingpong(typ string) (string, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/goverbs: %v\n%s", err, out)
 	}
+	if err := e.findGID(nil); err != nil {
+		return "", err
+	}
 	args := []string{"-d", e.dev.Name, "-g", strconv.Itoa(e.gid), "-n", strconv.Itoa(pingpongIters)}
 	var details []string
 	for i, p := range []struct{ server, client []string }{
@@ -103,30 +106,27 @@ func (e *env) pingpongInProcess(typ string) (string, error) {
 			return "", err
 		}
 		defer b.Close()
+		local := uverbs.Endpoint{PSN: 1, GID: f.gid} // both QPs: same device, same GID
 		for _, q := range []*uverbs.QP{a, b} {
-			for _, s := range []struct {
-				a uverbs.QPAttr
-				m uverbs.QPAttrMask
-			}{
-				{uverbs.QPAttr{State: uverbs.QPInit, Port: 1, QKey: 0x11111111}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
-				{uverbs.QPAttr{State: uverbs.QPRTR}, uverbs.QPAttrState},
-				{uverbs.QPAttr{State: uverbs.QPRTS, SQPSN: 1}, uverbs.QPAttrState | uverbs.QPAttrSQPSN},
-			} {
-				if err := modify(q, s.a, s.m); err != nil {
-					return "", err
-				}
+			local.QPN = q.QPN()
+			if err := q.ConnectUD(local, nil); err != nil {
+				return "", err
 			}
 		}
-		ah, err := f.pd.NewAH(uverbs.AHAttr{IsGlobal: true, Port: 1, GRH: uverbs.GlobalRoute{DGID: f.gid, SGIDIndex: uint8(e.gid), HopLimit: 64}})
+		ah, err := f.pd.NewAHTo(local, local, nil) // to this port's own GID
 		if err != nil {
 			return "", err
 		}
 		defer ah.Close()
-		wr.AH, wr.RemoteQKey = ah, 0x11111111
+		wr.AH, wr.RemoteQKey = ah, 0x11111111 // ConnectUD's default Q_Key
 	}
 	mem := f.buf.Bytes()
 	recv := func(q *uverbs.QP, off int) error {
-		_, err := q.PostRecv([]uverbs.RecvWR{{WRID: uint64(off), SGL: []uverbs.SGE{f.mr.SGE(off, grh+size)}}})
+		sge, err := f.mr.SGE(off, grh+size)
+		if err != nil {
+			return err
+		}
+		_, err = q.PostRecv([]uverbs.RecvWR{{WRID: uint64(off), SGL: []uverbs.SGE{sge}}})
 		return err
 	}
 	wait := func(q *cq.CQ) (cq.WC, error) {
@@ -157,7 +157,11 @@ func (e *env) pingpongInProcess(typ string) (string, error) {
 			mem[p.src] = byte(i)
 			w := wr
 			w.WRID, w.Opcode, w.Flags = uint64(i), uverbs.WRSend, uverbs.SendSignaled
-			w.SGL = []uverbs.SGE{f.mr.SGE(p.src, size)}
+			sge, err := f.mr.SGE(p.src, size)
+			if err != nil {
+				return "", err
+			}
+			w.SGL = []uverbs.SGE{sge}
 			w.RemoteQPN = p.to.QPN()
 			if _, err := p.from.PostSend([]uverbs.SendWR{w}); err != nil {
 				return "", err

@@ -129,3 +129,14 @@ func PollN(tb testing.TB, q *cq.CQ, n int) []cq.WC {
 	}
 	return out
 }
+
+// SGE returns mr's entry for n bytes at off (uverbs.MR.SGE), failing the
+// test on an error.
+func SGE(tb testing.TB, mr *uverbs.MR, off, n int) uverbs.SGE {
+	tb.Helper()
+	s, err := mr.SGE(off, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
