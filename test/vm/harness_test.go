@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -103,6 +104,11 @@ ib_core.ko:
 udp_tunnel.ko:
 ip6_udp_tunnel.ko:
 dummy.ko:
+ib_cm.ko: ib_core.ko
+iw_cm.ko: ib_core.ko
+configfs.ko:
+rdma_cm.ko: ib_cm.ko ib_core.ko iw_cm.ko configfs.ko
+rdma_ucm.ko: rdma_cm.ko ib_core.ko ib_uverbs.ko
 `
 	deps, err := parseModulesDep(strings.NewReader(dep))
 	if err != nil {
@@ -115,6 +121,8 @@ dummy.ko:
 		{[]string{"rdma_rxe"}, []string{"ib_core", "ib_uverbs", "ip6_udp_tunnel", "udp_tunnel", "rdma_rxe"}},
 		{[]string{"crc32-generic", "dummy", "rdma_rxe", "ib_core"}, // crc32_generic: built in
 			[]string{"dummy", "ib_core", "ib_uverbs", "ip6_udp_tunnel", "udp_tunnel", "rdma_rxe"}},
+		// The connection manager, as Debian's 6.1 and 6.12 declare it.
+		{[]string{"rdma_ucm"}, []string{"ib_core", "ib_cm", "iw_cm", "configfs", "rdma_cm", "ib_uverbs", "rdma_ucm"}},
 	}
 	for _, tt := range tests {
 		got, err := loadOrder(deps, tt.want)
@@ -124,6 +132,17 @@ dummy.ko:
 		if diff := cmp.Diff(tt.got, got); diff != "" {
 			t.Errorf("loadOrder(%v) (-want +got):\n%s", tt.want, diff)
 		}
+	}
+	// A kernel with configfs built in lists it in modules.builtin, not in
+	// modules.dep: the module is left out of the load order, not missed.
+	noConfigfs := maps.Clone(deps)
+	delete(noConfigfs, "configfs")
+	got, err := loadOrder(noConfigfs, []string{"configfs", "ib_cm", "iw_cm", "rdma_cm", "rdma_ucm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ib_core", "ib_cm", "iw_cm", "rdma_cm", "ib_uverbs", "rdma_ucm"}, got); diff != "" {
+		t.Errorf("loadOrder with configfs built in (-want +got):\n%s", diff)
 	}
 	deps["ib_core"] = []string{"rdma_rxe"}
 	if _, err := loadOrder(deps, []string{"rdma_rxe"}); err == nil || !strings.Contains(err.Error(), "cycle") {

@@ -21,10 +21,22 @@ import (
 // neededModules are the modules soft-RoCE needs, by name. crc32_generic
 // is not a declared dependency of rdma_rxe, but rxe fails to add a link
 // without a crc32 implementation; dummy and veth carry its traffic.
+// configfs, ib_cm, iw_cm, rdma_cm and rdma_ucm are the connection manager:
+// rdma_ucm makes /dev/infiniband/rdma_cm, which librdmacm (rping, udaddy)
+// and goverbs' rdmacm open. Their declared dependencies would bring in the
+// first four; they are named to say what the guest has. A module a kernel
+// has built in is left out of the load order.
 var neededModules = []string{
 	"crc32_generic", "udp_tunnel", "ip6_udp_tunnel", "ib_core", "ib_uverbs", "rdma_rxe",
 	"dummy", "veth",
+	"configfs", "ib_cm", "iw_cm", "rdma_cm", "rdma_ucm",
 }
+
+// guestDevices are the char devices the guest's /init waits for before
+// the first step: the connection manager's, made by devtmpfs when
+// rdma_ucm registers its misc device. (uverbs0 is each rxe link's own
+// WaitFor.)
+var guestDevices = []string{"/dev/infiniband/rdma_cm"}
 
 // kernel is an extracted kernel: its image and the modules we load, in
 // load order.

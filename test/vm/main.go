@@ -58,8 +58,10 @@ var (
 )
 
 // guestPackages are Debian packages put into every guest: rdma-core's
-// tools, to run beside ours as peers.
-var guestPackages = []string{"ibverbs-utils", "ibverbs-providers", "perftest", "zlib1g"} // zlib1g: libpci3 needs it, and its name lacks the lib prefix the closure follows
+// tools, to run beside ours as peers: ibverbs-utils (ibv_devinfo,
+// ibv_rc_pingpong), rdmacm-utils (librdmacm's examples: rping, udaddy,
+// ucmatose, rdma_server/rdma_client, cmtime, rstream) and perftest.
+var guestPackages = []string{"ibverbs-utils", "ibverbs-providers", "rdmacm-utils", "perftest", "zlib1g"} // zlib1g: libpci3 needs it, and its name lacks the lib prefix the closure follows
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vm: "+format+"\n", args...)
@@ -390,6 +392,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 	p := plan.Plan{
 		Netdevs:   []plan.Netdev{{Name: "d0", Kind: "dummy", Addr: "192.0.2.1/24"}},
 		RDMALinks: []plan.RDMALink{{Name: "rxe0", Type: "rxe", Netdev: "d0", WaitFor: "/dev/infiniband/uverbs0"}},
+		Devices:   guestDevices,
 	}
 	if *flagNoRDMA {
 		p.RDMALinks = nil

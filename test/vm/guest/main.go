@@ -184,8 +184,19 @@ func setup(p *plan.Plan) error {
 			}
 		}
 	}
-	fmt.Printf("init: %d modules, %d netdevs, %d RDMA links ready in %v\n",
-		len(p.Modules), len(p.Netdevs), len(p.RDMALinks), time.Since(start).Round(time.Millisecond))
+	var devs []string
+	for _, d := range p.Devices {
+		if err := waitFor(d, 10*time.Second); err != nil {
+			return err
+		}
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		devs = append(devs, fmt.Sprintf("%s %v", d, st.Mode()))
+	}
+	fmt.Printf("init: %d modules, %d netdevs, %d RDMA links ready in %v (%s)\n",
+		len(p.Modules), len(p.Netdevs), len(p.RDMALinks), time.Since(start).Round(time.Millisecond), strings.Join(devs, ", "))
 	return nil
 }
 

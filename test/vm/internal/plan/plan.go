@@ -30,6 +30,9 @@ type Plan struct {
 	Netdevs []Netdev
 	// RDMALinks are created after the netdevs, like "rdma link add".
 	RDMALinks []RDMALink
+	// Devices are device nodes that must exist before the first step
+	// ("/dev/infiniband/rdma_cm"); /init waits for each and prints its mode.
+	Devices []string
 	// Env is added to every step's environment.
 	Env []string
 	// Steps run one after another; all run even after a failure.
