@@ -20,7 +20,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CROSS       ?= linux/amd64 linux/arm64 linux/riscv64 linux/ppc64le linux/s390x linux/mips linux/mips64 linux/loong64 linux/386 linux/arm darwin/arm64 darwin/amd64 windows/amd64
 # Packages whose unit tests need no device, run again for 386 (32-bit
 # layouts) and s390x (big-endian, under qemu-user): make unit32 bigendian.
-PORTPKGS    ?= ./uapi/ ./provider/... ./internal/transport/ ./internal/kverbs/ ./internal/netlink/ ./cq/ ./uverbs/ ./cmd/goverbs/
+PORTPKGS    ?= ./uapi/ ./provider/... ./internal/transport/ ./internal/kverbs/ ./internal/netlink/ ./internal/ucma/ ./cq/ ./uverbs/ ./cmd/goverbs/
 # Every fuzz target (package:FuzzName): make fuzz runs each for FUZZTIME
 # (go test -fuzz takes one target per run), and fails on a Fuzz func not
 # listed here.
@@ -40,7 +40,9 @@ FUZZ_ALL    := \
 	./uverbs:FuzzGIDEntry ./uverbs:FuzzParseGID ./uverbs:FuzzParseGUID ./uverbs:FuzzParseSysfsGIDType \
 	./uverbs:FuzzParseEndpoint ./uverbs:FuzzEndpointRoundTrip ./uverbs:FuzzParseGRH ./cmd/goverbs:FuzzPerfPeer \
 	./internal/netlink:FuzzParseAttrs ./internal/netlink:FuzzParseReplies ./internal/netlink:FuzzRepliesRoundTrip \
-	./internal/netlink:FuzzParseAck ./internal/netlink:FuzzRDMAReplies ./internal/netlink:FuzzParseResources
+	./internal/netlink:FuzzParseAck ./internal/netlink:FuzzRDMAReplies ./internal/netlink:FuzzParseResources \
+	./internal/ucma:FuzzParseEvent ./internal/ucma:FuzzParseAddrResp ./internal/ucma:FuzzParseRoute \
+	./internal/ucma:FuzzParsePaths ./internal/ucma:FuzzSockaddr
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 
 .PHONY: all build test check fmt vet lint cross unit model hwtest fuzz unit32 bigendian vm vmrace vmselftest vmtest demo bench fetch tools clean help generate

@@ -2,9 +2,18 @@
 // the ids, constants and structs of rdma_user_ioctl_cmds.h,
 // ib_user_ioctl_cmds.h, ib_user_ioctl_verbs.h, ib_user_verbs.h,
 // rdma_user_rxe.h, mlx5-abi.h, mlx5_user_ioctl_cmds.h,
-// mlx5_user_ioctl_verbs.h and rdma_user_ioctl.h (for RDMA_VERBS_IOCTL), and
+// mlx5_user_ioctl_verbs.h and rdma_user_ioctl.h (for RDMA_VERBS_IOCTL),
 // what "rdma link" needs of rdma_netlink.h: the netlink clients, the
-// RDMA_NLDEV_* commands and attributes, and RDMA_NL_GET_TYPE.
+// RDMA_NLDEV_* commands and attributes, and RDMA_NL_GET_TYPE; and the
+// rdma_cm's write commands of rdma_user_cm.h (RDMA_USER_CM_CMD_*, the
+// RDMAUCM* structs, port spaces and options) with the SA path records of
+// ib_user_sa.h and the socket addresses they hold ([SockaddrIn6],
+// [KernelSockaddrStorage]).
+//
+// What the rdma_cm's kernel ABI leaves to librdmacm comes from
+// rdma-core's rdma_cma.h and infiniband/ib.h (zrdmacm.go): the event
+// numbers (RDMA_CM_EVENT_*), librdmacm's UD queue key and AF_IB service
+// id constants, and [SockaddrIB] with AF_IB.
 //
 // It also mirrors what the mlx5 provider's data path needs of rdma-core's
 // infiniband/mlx5dv.h, which is no kernel header: the device's ring
@@ -27,9 +36,9 @@
 // The z*.go files are generated from the headers and checked in, with the
 // generator kept in the tree (internal/cmd/genuapi), as golang.org/x/sys/unix
 // does. Its inputs are pinned, as x/sys pins its kernel and glibc sources:
-// the kernel's headers come from Debian's linux-libc-dev 6.1.176-1 and
-// mlx5dv.h from libibverbs-dev 44.0-2 (rdma-core), never from the host's
-// /usr/include. To regenerate, on linux/amd64 with gcc, run
+// the kernel's headers come from Debian's linux-libc-dev 6.1.176-1,
+// mlx5dv.h from libibverbs-dev 44.0-2 and rdma_cma.h from librdmacm-dev
+// 44.0-2 (rdma-core), never from the host's /usr/include. To regenerate, on linux/amd64 with gcc, run
 //
 //	make generate
 //
@@ -43,8 +52,8 @@
 // Every value, size and offset comes from the C compiler, never from
 // reading the headers' arithmetic. A layout test holds every size and
 // field offset, on every GOARCH the tests run on, to tables that a C
-// program printed (testdata/layout.golden, and testdata/mlx5dv.golden for
-// mlx5dv.h). Building uapi needs neither cgo nor the headers.
+// program printed (testdata/layout.golden, testdata/mlx5dv.golden for
+// mlx5dv.h and testdata/rdmacm.golden for librdmacm's headers). Building uapi needs neither cgo nor the headers.
 //
 // # Names
 //
@@ -59,7 +68,7 @@
 // ib IB, cq CQ, qp QP, pd PD, mr MR, mw MW, ah AH, wc WC, wr WR, gid GID,
 // srq SRQ, wq WQ, uar UAR, xrcd XRCD, id ID, qpn QPN, psn PSN, mtu MTU,
 // lid LID, sge SGE, dm DM, dv DV, ex Ex, cqe CQE, cqe64 CQE64, uidx UIDX,
-// bf BF, fd FD and mmap Mmap. Fields follow the same rule on the member's
+// bf BF, fd FD, mmap Mmap, rdma RDMA and ucm UCM. Fields follow the same rule on the member's
 // name. So struct ib_uverbs_create_cq_resp is [IBUverbsCreateCQResp],
 // struct rxe_queue_buf is [RxeQueueBuf] with field ProducerIndex,
 // ib_uverbs_wc's wr_id is [IBUverbsWC].WRID, and struct mlx5_cqe64 is
@@ -81,7 +90,8 @@
 // the struct to hold it; it starts at unsafe.Sizeof of the struct, as the
 // struct's comment says. A __u64 that
 // carries an address the kernel dereferences (a write command's response,
-// the memory of reg_mr, mlx5 queue buffers and doorbells) is a [Pointer].
+// the memory of reg_mr, mlx5 queue buffers and doorbells, the rdma_cm's
+// option value) is a [Pointer].
 //
 // # No compatibility promise
 //

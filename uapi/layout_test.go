@@ -69,8 +69,9 @@ func atou(t *testing.T, s string) uintptr {
 // C struct on x86-64. The Go types spell out all their padding, so they
 // have those layouts on every GOARCH; the generator checks (gcc -m32)
 // that 32-bit x86 C agrees, and 64-bit ABIs lay out fixed-width integers
-// as x86-64 does. Nothing is skipped anywhere. The kernel's headers and
-// rdma-core's mlx5dv.h have a golden table and a Go map each.
+// as x86-64 does. Nothing is skipped anywhere. The kernel's headers,
+// rdma-core's mlx5dv.h and librdmacm's headers have a golden table and a
+// Go map each.
 func TestLayout(t *testing.T) {
 	for _, g := range []struct {
 		golden   string
@@ -78,6 +79,7 @@ func TestLayout(t *testing.T) {
 	}{
 		{"testdata/layout.golden", goLayout},
 		{"testdata/mlx5dv.golden", goLayoutMlx5DV},
+		{"testdata/rdmacm.golden", goLayoutRDMACM},
 	} {
 		t.Run(strings.TrimPrefix(g.golden, "testdata/"), func(t *testing.T) {
 			golden := readGolden(t, g.golden)

@@ -1498,3 +1498,88 @@ const (
 	RDMA_NLDEV_ATTR_STAT_HWCOUNTER_DYNAMIC     = 95
 	RDMA_NLDEV_ATTR_MAX                        = 96
 )
+
+// An anonymous enum of rdma/ib_user_sa.h.
+const (
+	IB_PATH_GMP             = 0x1
+	IB_PATH_PRIMARY         = 0x2
+	IB_PATH_ALTERNATE       = 0x4
+	IB_PATH_OUTBOUND        = 0x8
+	IB_PATH_INBOUND         = 0x10
+	IB_PATH_INBOUND_REVERSE = 0x20
+	IB_PATH_BIDIRECTIONAL   = 0x28
+)
+
+// Macros of rdma/rdma_user_cm.h.
+const (
+	RDMA_USER_CM_ABI_VERSION = 4
+	RDMA_MAX_PRIVATE_DATA    = 256
+)
+
+// An anonymous enum of rdma/rdma_user_cm.h.
+const (
+	RDMA_USER_CM_CMD_CREATE_ID     = 0
+	RDMA_USER_CM_CMD_DESTROY_ID    = 1
+	RDMA_USER_CM_CMD_BIND_IP       = 2
+	RDMA_USER_CM_CMD_RESOLVE_IP    = 3
+	RDMA_USER_CM_CMD_RESOLVE_ROUTE = 4
+	RDMA_USER_CM_CMD_QUERY_ROUTE   = 5
+	RDMA_USER_CM_CMD_CONNECT       = 6
+	RDMA_USER_CM_CMD_LISTEN        = 7
+	RDMA_USER_CM_CMD_ACCEPT        = 8
+	RDMA_USER_CM_CMD_REJECT        = 9
+	RDMA_USER_CM_CMD_DISCONNECT    = 10
+	RDMA_USER_CM_CMD_INIT_QP_ATTR  = 11
+	RDMA_USER_CM_CMD_GET_EVENT     = 12
+	RDMA_USER_CM_CMD_GET_OPTION    = 13
+	RDMA_USER_CM_CMD_SET_OPTION    = 14
+	RDMA_USER_CM_CMD_NOTIFY        = 15
+	RDMA_USER_CM_CMD_JOIN_IP_MCAST = 16
+	RDMA_USER_CM_CMD_LEAVE_MCAST   = 17
+	RDMA_USER_CM_CMD_MIGRATE_ID    = 18
+	RDMA_USER_CM_CMD_QUERY         = 19
+	RDMA_USER_CM_CMD_BIND          = 20
+	RDMA_USER_CM_CMD_RESOLVE_ADDR  = 21
+	RDMA_USER_CM_CMD_JOIN_MCAST    = 22
+)
+
+// enum rdma_ucm_port_space (rdma/rdma_user_cm.h).
+const (
+	RDMA_PS_IPOIB = 0x2
+	RDMA_PS_IB    = 0x13f
+	RDMA_PS_TCP   = 0x106
+	RDMA_PS_UDP   = 0x111
+)
+
+// An anonymous enum of rdma/rdma_user_cm.h.
+const (
+	RDMA_USER_CM_QUERY_ADDR = 0
+	RDMA_USER_CM_QUERY_PATH = 1
+	RDMA_USER_CM_QUERY_GID  = 2
+)
+
+// An anonymous enum of rdma/rdma_user_cm.h.
+const (
+	RDMA_MC_JOIN_FLAG_FULLMEMBER          = 0
+	RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER = 1
+	RDMA_MC_JOIN_FLAG_RESERVED            = 2
+)
+
+// An anonymous enum of rdma/rdma_user_cm.h.
+const (
+	RDMA_OPTION_ID = 0
+	RDMA_OPTION_IB = 1
+)
+
+// An anonymous enum of rdma/rdma_user_cm.h.
+const (
+	RDMA_OPTION_ID_TOS         = 0
+	RDMA_OPTION_ID_REUSEADDR   = 1
+	RDMA_OPTION_ID_AFONLY      = 2
+	RDMA_OPTION_ID_ACK_TIMEOUT = 3
+)
+
+// An anonymous enum of rdma/rdma_user_cm.h.
+const (
+	RDMA_OPTION_IB_PATH = 1
+)

@@ -1820,3 +1820,340 @@ type Mlx5IBUapiQueryPort struct {
 	VportSteeringIcmTx uint64
 	RegC0              Mlx5IBUapiReg
 }
+
+// In6Addr mirrors struct in6_addr (linux/in6.h).
+type In6Addr struct {
+	_    structs.HostLayout
+	In6U [16]byte // union { __u8 u6_addr8[16]; __be16 u6_addr16[8]; __be32 u6_addr32[4]; }
+}
+
+// SockaddrIn6 mirrors struct sockaddr_in6 (linux/in6.h).
+type SockaddrIn6 struct {
+	_            structs.HostLayout
+	Sin6Family   uint16
+	Sin6Port     uint16 // __be16
+	Sin6Flowinfo uint32 // __be32
+	Sin6Addr     In6Addr
+	Sin6ScopeID  uint32
+}
+
+// KernelSockaddrStorage mirrors struct __kernel_sockaddr_storage (linux/socket.h).
+type KernelSockaddrStorage struct {
+	_ structs.HostLayout
+	// ss_family to __data share a union with void *__align.
+	SsFamily uint16
+	Data     [126]uint8
+}
+
+// IBPathRecData mirrors struct ib_path_rec_data (rdma/ib_user_sa.h).
+type IBPathRecData struct {
+	_        structs.HostLayout
+	Flags    uint32
+	Reserved uint32
+	PathRec  [16]uint32
+}
+
+// IBUserPathRec mirrors struct ib_user_path_rec (rdma/ib_user_sa.h).
+type IBUserPathRec struct {
+	_                      structs.HostLayout
+	Dgid                   [16]uint8
+	Sgid                   [16]uint8
+	Dlid                   uint16 // __be16
+	Slid                   uint16 // __be16
+	RawTraffic             uint32
+	FlowLabel              uint32 // __be32
+	Reversible             uint32
+	MTU                    uint32
+	Pkey                   uint16 // __be16
+	HopLimit               uint8
+	TrafficClass           uint8
+	NumbPath               uint8
+	Sl                     uint8
+	MTUSelector            uint8
+	RateSelector           uint8
+	Rate                   uint8
+	PacketLifeTimeSelector uint8
+	PacketLifeTime         uint8
+	Preference             uint8
+}
+
+// RDMAUCMCmdHdr mirrors struct rdma_ucm_cmd_hdr (rdma/rdma_user_cm.h).
+type RDMAUCMCmdHdr struct {
+	_   structs.HostLayout
+	Cmd uint32
+	In  uint16
+	Out uint16
+}
+
+// RDMAUCMCreateID mirrors struct rdma_ucm_create_id (rdma/rdma_user_cm.h).
+type RDMAUCMCreateID struct {
+	_        structs.HostLayout
+	Uid      uint64
+	Response Pointer // user-space address
+	Ps       uint16
+	QPType   uint8
+	Reserved [5]uint8
+}
+
+// RDMAUCMCreateIDResp mirrors struct rdma_ucm_create_id_resp (rdma/rdma_user_cm.h).
+type RDMAUCMCreateIDResp struct {
+	_  structs.HostLayout
+	ID uint32
+}
+
+// RDMAUCMDestroyID mirrors struct rdma_ucm_destroy_id (rdma/rdma_user_cm.h).
+type RDMAUCMDestroyID struct {
+	_        structs.HostLayout
+	Response Pointer // user-space address
+	ID       uint32
+	Reserved uint32
+}
+
+// RDMAUCMDestroyIDResp mirrors struct rdma_ucm_destroy_id_resp (rdma/rdma_user_cm.h).
+type RDMAUCMDestroyIDResp struct {
+	_              structs.HostLayout
+	EventsReported uint32
+}
+
+// RDMAUCMBindIp mirrors struct rdma_ucm_bind_ip (rdma/rdma_user_cm.h).
+type RDMAUCMBindIp struct {
+	_        structs.HostLayout
+	Response Pointer // user-space address
+	Addr     SockaddrIn6
+	ID       uint32
+}
+
+// RDMAUCMBind mirrors struct rdma_ucm_bind (rdma/rdma_user_cm.h).
+type RDMAUCMBind struct {
+	_        structs.HostLayout
+	ID       uint32
+	AddrSize uint16
+	Reserved uint16
+	Addr     KernelSockaddrStorage
+}
+
+// RDMAUCMResolveIp mirrors struct rdma_ucm_resolve_ip (rdma/rdma_user_cm.h).
+type RDMAUCMResolveIp struct {
+	_         structs.HostLayout
+	SrcAddr   SockaddrIn6
+	DstAddr   SockaddrIn6
+	ID        uint32
+	TimeoutMs uint32
+}
+
+// RDMAUCMResolveAddr mirrors struct rdma_ucm_resolve_addr (rdma/rdma_user_cm.h).
+type RDMAUCMResolveAddr struct {
+	_         structs.HostLayout
+	ID        uint32
+	TimeoutMs uint32
+	SrcSize   uint16
+	DstSize   uint16
+	Reserved  uint32
+	SrcAddr   KernelSockaddrStorage
+	DstAddr   KernelSockaddrStorage
+}
+
+// RDMAUCMResolveRoute mirrors struct rdma_ucm_resolve_route (rdma/rdma_user_cm.h).
+type RDMAUCMResolveRoute struct {
+	_         structs.HostLayout
+	ID        uint32
+	TimeoutMs uint32
+}
+
+// RDMAUCMQuery mirrors struct rdma_ucm_query (rdma/rdma_user_cm.h).
+type RDMAUCMQuery struct {
+	_        structs.HostLayout
+	Response Pointer // user-space address
+	ID       uint32
+	Option   uint32
+}
+
+// RDMAUCMQueryRouteResp mirrors struct rdma_ucm_query_route_resp (rdma/rdma_user_cm.h).
+type RDMAUCMQueryRouteResp struct {
+	_          structs.HostLayout
+	NodeGuid   uint64
+	IBRoute    [2]IBUserPathRec
+	SrcAddr    SockaddrIn6
+	DstAddr    SockaddrIn6
+	NumPaths   uint32
+	PortNum    uint8
+	Reserved   [3]uint8
+	IbdevIndex uint32
+	Reserved1  uint32
+}
+
+// RDMAUCMQueryAddrResp mirrors struct rdma_ucm_query_addr_resp (rdma/rdma_user_cm.h).
+type RDMAUCMQueryAddrResp struct {
+	_          structs.HostLayout
+	NodeGuid   uint64
+	PortNum    uint8
+	Reserved   uint8
+	Pkey       uint16
+	SrcSize    uint16
+	DstSize    uint16
+	SrcAddr    KernelSockaddrStorage
+	DstAddr    KernelSockaddrStorage
+	IbdevIndex uint32
+	Reserved1  uint32
+}
+
+// RDMAUCMQueryPathResp mirrors struct rdma_ucm_query_path_resp (rdma/rdma_user_cm.h).
+type RDMAUCMQueryPathResp struct {
+	_        structs.HostLayout
+	NumPaths uint32
+	Reserved uint32
+	// Then struct ib_path_rec_data path_data[]: a flexible array, at unsafe.Sizeof(RDMAUCMQueryPathResp{}).
+}
+
+// RDMAUCMConnParam mirrors struct rdma_ucm_conn_param (rdma/rdma_user_cm.h).
+type RDMAUCMConnParam struct {
+	_                  structs.HostLayout
+	QPNum              uint32
+	Qkey               uint32
+	PrivateData        [256]uint8
+	PrivateDataLen     uint8
+	SRQ                uint8
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	FlowControl        uint8
+	RetryCount         uint8
+	RnrRetryCount      uint8
+	Valid              uint8
+}
+
+// RDMAUCMUdParam mirrors struct rdma_ucm_ud_param (rdma/rdma_user_cm.h).
+type RDMAUCMUdParam struct {
+	_              structs.HostLayout
+	QPNum          uint32
+	Qkey           uint32
+	AHAttr         IBUverbsAHAttr
+	PrivateData    [256]uint8
+	PrivateDataLen uint8
+	Reserved       [7]uint8
+}
+
+// RDMAUCMEce mirrors struct rdma_ucm_ece (rdma/rdma_user_cm.h).
+type RDMAUCMEce struct {
+	_        structs.HostLayout
+	VendorID uint32
+	AttrMod  uint32
+}
+
+// RDMAUCMConnect mirrors struct rdma_ucm_connect (rdma/rdma_user_cm.h).
+type RDMAUCMConnect struct {
+	_         structs.HostLayout
+	ConnParam RDMAUCMConnParam
+	ID        uint32
+	Reserved  uint32
+	Ece       RDMAUCMEce
+}
+
+// RDMAUCMListen mirrors struct rdma_ucm_listen (rdma/rdma_user_cm.h).
+type RDMAUCMListen struct {
+	_       structs.HostLayout
+	ID      uint32
+	Backlog uint32
+}
+
+// RDMAUCMAccept mirrors struct rdma_ucm_accept (rdma/rdma_user_cm.h).
+type RDMAUCMAccept struct {
+	_         structs.HostLayout
+	Uid       uint64
+	ConnParam RDMAUCMConnParam
+	ID        uint32
+	Reserved  uint32
+	Ece       RDMAUCMEce
+}
+
+// RDMAUCMReject mirrors struct rdma_ucm_reject (rdma/rdma_user_cm.h).
+type RDMAUCMReject struct {
+	_              structs.HostLayout
+	ID             uint32
+	PrivateDataLen uint8
+	Reason         uint8
+	Reserved       [2]uint8
+	PrivateData    [256]uint8
+}
+
+// RDMAUCMDisconnect mirrors struct rdma_ucm_disconnect (rdma/rdma_user_cm.h).
+type RDMAUCMDisconnect struct {
+	_  structs.HostLayout
+	ID uint32
+}
+
+// RDMAUCMInitQPAttr mirrors struct rdma_ucm_init_qp_attr (rdma/rdma_user_cm.h).
+type RDMAUCMInitQPAttr struct {
+	_        structs.HostLayout
+	Response Pointer // user-space address
+	ID       uint32
+	QPState  uint32
+}
+
+// RDMAUCMNotify mirrors struct rdma_ucm_notify (rdma/rdma_user_cm.h).
+type RDMAUCMNotify struct {
+	_     structs.HostLayout
+	ID    uint32
+	Event uint32
+}
+
+// RDMAUCMJoinIpMcast mirrors struct rdma_ucm_join_ip_mcast (rdma/rdma_user_cm.h).
+type RDMAUCMJoinIpMcast struct {
+	_        structs.HostLayout
+	Response Pointer // user-space address
+	Uid      uint64
+	Addr     SockaddrIn6
+	ID       uint32
+}
+
+// RDMAUCMJoinMcast mirrors struct rdma_ucm_join_mcast (rdma/rdma_user_cm.h).
+type RDMAUCMJoinMcast struct {
+	_         structs.HostLayout
+	Response  Pointer // user-space address
+	Uid       uint64
+	ID        uint32
+	AddrSize  uint16
+	JoinFlags uint16
+	Addr      KernelSockaddrStorage
+}
+
+// RDMAUCMGetEvent mirrors struct rdma_ucm_get_event (rdma/rdma_user_cm.h).
+type RDMAUCMGetEvent struct {
+	_        structs.HostLayout
+	Response Pointer // user-space address
+}
+
+// RDMAUCMEventResp mirrors struct rdma_ucm_event_resp (rdma/rdma_user_cm.h).
+type RDMAUCMEventResp struct {
+	_        structs.HostLayout
+	Uid      uint64
+	ID       uint32
+	Event    uint32
+	Status   uint32
+	Param    [304]byte // union { struct rdma_ucm_conn_param conn; struct rdma_ucm_ud_param ud; }
+	Reserved uint32
+	Ece      RDMAUCMEce
+}
+
+// RDMAUCMSetOption mirrors struct rdma_ucm_set_option (rdma/rdma_user_cm.h).
+type RDMAUCMSetOption struct {
+	_       structs.HostLayout
+	Optval  Pointer // user-space address
+	ID      uint32
+	Level   uint32
+	Optname uint32
+	Optlen  uint32
+}
+
+// RDMAUCMMigrateID mirrors struct rdma_ucm_migrate_id (rdma/rdma_user_cm.h).
+type RDMAUCMMigrateID struct {
+	_        structs.HostLayout
+	Response Pointer // user-space address
+	ID       uint32
+	FD       uint32
+}
+
+// RDMAUCMMigrateResp mirrors struct rdma_ucm_migrate_resp (rdma/rdma_user_cm.h).
+type RDMAUCMMigrateResp struct {
+	_              structs.HostLayout
+	EventsReported uint32
+}

@@ -28,6 +28,7 @@ var layers = map[string][]string{
 	"internal/transport": {"uapi"},
 	"internal/netlink":   {"uapi"},
 	"internal/kverbs":    {"internal/errs", "internal/transport", "uapi"},
+	"internal/ucma":      {"internal/errs", "internal/netlink", "uapi"},
 	"internal/devhook":   {"internal/transport"},
 	"cq":                 {"internal/cqseam", "internal/errs", "internal/fdturn"},
 	"internal/provider":  {"cq", "internal/cqseam", "internal/kverbs", "internal/transport", "uapi"},

@@ -34,7 +34,7 @@ func TestUpToDate(t *testing.T) {
 	for _, in := range []struct {
 		deb *string
 		pin pin
-	}{{&o.kernelDeb, linuxLibcDev}, {&o.rdmaCoreDeb, libibverbsDev}} {
+	}{{&o.kernelDeb, linuxLibcDev}, {&o.rdmaCoreDeb, libibverbsDev}, {&o.rdmacmDeb, librdmacmDev}} {
 		deb, err := in.pin.download()
 		if err != nil {
 			cannot("cannot obtain the pinned %s: %v", in.pin, err)
@@ -53,6 +53,9 @@ func TestUpToDate(t *testing.T) {
 		"zmlx5dv.go",
 		"zmlx5dv_layout_test.go",
 		"testdata/mlx5dv.golden",
+		"zrdmacm.go",
+		"zrdmacm_layout_test.go",
+		"testdata/rdmacm.golden",
 	} {
 		t.Run(name, func(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join("../../../uapi", name))

@@ -41,6 +41,48 @@ var headers = []header{
 	{path: "rdma/rdma_netlink.h", keep: func(name string, g constGroup) bool {
 		return strings.HasPrefix(name, "RDMA_NLDEV_") || slices.Contains(g.names, "RDMA_NL_NLDEV")
 	}},
+	// The rdma_cm's ABI (the ucma write commands on /dev/infiniband/rdma_cm)
+	// and the SA path records its route queries answer with. Its structs
+	// hold socket addresses, whose kernel types come from linux/in6.h and
+	// linux/socket.h: of those headers only these structs are taken.
+	{path: "linux/in6.h", keep: func(string, constGroup) bool { return false }, structs: true,
+		tags: []string{"struct in6_addr", "struct sockaddr_in6"}},
+	{path: "linux/socket.h", keep: func(string, constGroup) bool { return false }, structs: true,
+		tags: []string{"struct __kernel_sockaddr_storage"}},
+	{path: "rdma/ib_user_sa.h", structs: true},
+	{path: "rdma/rdma_user_cm.h", structs: true},
+}
+
+// rdmacmHeaders are librdmacm's (rdma-core), for what the kernel's
+// rdma_user_cm.h leaves to the library: the numbers of the events that
+// GET_EVENT reports (enum rdma_cm_event_type, which the kernel keeps in
+// a header of its own that is not uapi), librdmacm's constants for UD
+// and for AF_IB service ids, and struct sockaddr_ib with AF_IB, whose
+// kernel definition (include/rdma/ib.h) is not uapi either. The port
+// spaces, option names and multicast join flags that rdma_cma.h repeats
+// come from the kernel's header, so they are left out here, as are the
+// copies of the kernel's command structs in rdma_cma_abi.h.
+var rdmacmHeaders = []header{
+	{path: "rdma/rdma_cma.h", keep: keepRDMACM},
+	// The range of the kernel's ABI versions that librdmacm accepts.
+	{path: "rdma/rdma_cma_abi.h", keep: func(name string, _ constGroup) bool {
+		return name == "RDMA_USER_CM_MIN_ABI_VERSION" || name == "RDMA_USER_CM_MAX_ABI_VERSION"
+	}},
+	{path: "infiniband/ib.h", keep: func(name string, _ constGroup) bool { return name == "AF_IB" },
+		structs: true, tags: []string{"struct ib_addr", "struct sockaddr_ib"}},
+}
+
+// keepRDMACM takes, of rdma_cma.h's constants, the event numbers and
+// those that describe what goes over the wire or into the kernel.
+func keepRDMACM(name string, _ constGroup) bool {
+	if strings.HasPrefix(name, "RDMA_CM_EVENT_") || strings.HasPrefix(name, "RDMA_IB_") {
+		return true
+	}
+	switch name {
+	case "RDMA_UDP_QKEY", "RDMA_MAX_RESP_RES", "RDMA_MAX_INIT_DEPTH":
+		return true
+	}
+	return false
 }
 
 // mlx5dvHeaders are rdma-core's public header of the mlx5 provider, for
@@ -101,4 +143,6 @@ var pointerFields = map[string][]string{
 	"mlx5_ib_create_srq": {"buf_addr", "db_addr"},
 	"mlx5_ib_create_qp":  {"buf_addr", "db_addr"},
 	"mlx5_ib_create_wq":  {"buf_addr", "db_addr"},
+	// rdma_cm: the option value, which the kernel copies in.
+	"rdma_ucm_set_option": {"optval"},
 }

@@ -26,13 +26,19 @@
 //	zmlx5dv_layout_test.go  the Go half of its layout test
 //	testdata/mlx5dv.golden  the C half
 //
+// librdmacm's rdma_cma.h, rdma_cma_abi.h and infiniband/ib.h are compiled
+// apart too, for what the kernel's rdma_user_cm.h lacks: the event numbers
+// (RDMA_CM_EVENT_*), the ABI versions librdmacm accepts, a few constants
+// it defines, and struct sockaddr_ib. They become zrdmacm.go, zrdmacm_layout_test.go and
+// testdata/rdmacm.golden.
+//
 // Usage:
 //
-//	genuapi [-o dir] [-cc compiler] [-linux-libc-dev-deb file] [-libibverbs-dev-deb file] [-keep] [-v]
+//	genuapi [-o dir] [-cc compiler] [-linux-libc-dev-deb file] [-libibverbs-dev-deb file] [-librdmacm-dev-deb file] [-keep] [-v]
 //
 // Its inputs are pinned (pins.go): the kernel's headers come from Debian's
-// linux-libc-dev 6.1.176-1 and mlx5dv.h from libibverbs-dev 44.0-2, never
-// from the host's /usr/include, so that every machine writes the same
+// linux-libc-dev 6.1.176-1, mlx5dv.h from libibverbs-dev 44.0-2 and
+// rdma_cma.h from librdmacm-dev 44.0-2, never from the host's /usr/include, so that every machine writes the same
 // files. Unless a flag names a package file, genuapi downloads each with
 // apt-get download into headers/ in the goverbs cache ($GOVERBS_CACHE,
 // else $XDG_CACHE_HOME/goverbs, else ~/.cache/goverbs) and unpacks it with
@@ -60,6 +66,7 @@ func main() {
 	flag.StringVar(&o.cc, "cc", envOr("CC", "gcc"), "the C `compiler`")
 	flag.StringVar(&o.kernelDeb, "linux-libc-dev-deb", "", "take the kernel's headers from this linux-libc-dev `package` file (default: "+linuxLibcDev.String()+", downloaded with apt-get into the cache)")
 	flag.StringVar(&o.rdmaCoreDeb, "libibverbs-dev-deb", "", "take mlx5dv.h from this libibverbs-dev `package` file (default: "+libibverbsDev.String()+", downloaded with apt-get into the cache)")
+	flag.StringVar(&o.rdmacmDeb, "librdmacm-dev-deb", "", "take rdma_cma.h from this librdmacm-dev `package` file (default: "+librdmacmDev.String()+", downloaded with apt-get into the cache)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the C programs (the temporary directory is printed)")
 	flag.BoolVar(&o.verbose, "v", false, "list the macros that are not integer constants")
 	flag.Parse()
@@ -70,7 +77,7 @@ func main() {
 	for _, in := range []struct {
 		deb *string
 		pin pin
-	}{{&o.kernelDeb, linuxLibcDev}, {&o.rdmaCoreDeb, libibverbsDev}} {
+	}{{&o.kernelDeb, linuxLibcDev}, {&o.rdmaCoreDeb, libibverbsDev}, {&o.rdmacmDeb, librdmacmDev}} {
 		if *in.deb != "" {
 			continue
 		}
@@ -98,12 +105,14 @@ type options struct {
 	cc          string // the C compiler
 	kernelDeb   string // linux-libc-dev's .deb, for the kernel's headers
 	rdmaCoreDeb string // libibverbs-dev's .deb, for mlx5dv.h
+	rdmacmDeb   string // librdmacm-dev's .deb, for rdma_cma.h
 	keep        bool   // keep the temporary directory
 	verbose     bool   // list the macros that are not integer constants
 }
 
 // A unitResult is what one unit's headers and C programs gave.
 type unitResult struct {
+	name    string // the unit's, for messages
 	groups  []constGroup
 	vals    map[string]value
 	mirrors []*mirror
@@ -171,6 +180,30 @@ func generate(o options) error {
 	files["zmlx5dv_layout_test.go"] = layoutSource(origin, mr.mirrors, "goLayoutMlx5DV", "testdata/mlx5dv.golden")
 	files["testdata/mlx5dv.golden"] = goldenSource(origin, mr.layout)
 
+	// librdmacm's headers, which include libibverbs' (verbs.h, sa.h): both
+	// packages' include directories, then the kernel's.
+	cmroot := filepath.Join(dir, "librdmacm")
+	cmpkg, err := librdmacmDev.unpack(o.rdmacmDeb, cmroot)
+	if err != nil {
+		return err
+	}
+	cminc := filepath.Join(cmroot, "usr", "include")
+	rdmacm := unit{name: "rdma_cma.h", headers: rdmacmHeaders}
+	cr, err := rdmacm.run(o, cminc, kinc, filepath.Join(dir, "rdmacm"), append([]string{"-isystem", cminc, "-isystem", rinc}, sysFlags...))
+	if err != nil {
+		return err
+	}
+	if err := disjoint(kr, cr); err != nil {
+		return err
+	}
+	if err := disjoint(mr, cr); err != nil {
+		return err
+	}
+	origin = fmt.Sprintf("genuapi (make generate) from rdma/rdma_cma.h, rdma/rdma_cma_abi.h and infiniband/ib.h, %s (rdma-core), linux/amd64", cmpkg)
+	files["zrdmacm.go"] = rdmacmSource(origin, cr.groups, cr.vals, cr.mirrors)
+	files["zrdmacm_layout_test.go"] = layoutSource(origin, cr.mirrors, "goLayoutRDMACM", "testdata/rdmacm.golden")
+	files["testdata/rdmacm.golden"] = goldenSource(origin, cr.layout)
+
 	for name, src := range files {
 		if err := writeFile(filepath.Join(o.out, name), src); err != nil {
 			return err
@@ -182,7 +215,7 @@ func generate(o options) error {
 // run reads u's headers under inc for names and compiles its C programs
 // in work, with the include flags given; kinc holds the kernel's headers.
 func (u unit) run(o options, inc, kinc, work string, flags []string) (*unitResult, error) {
-	r := &unitResult{}
+	r := &unitResult{name: u.name}
 
 	// Names, from the headers' text.
 	var tags []*tagDef
@@ -318,18 +351,18 @@ func disjoint(a, b *unitResult) error {
 	for _, g := range b.groups {
 		for _, n := range g.names {
 			if names[n] {
-				return fmt.Errorf("%s: %s is also a kernel uapi name", g.header, n)
+				return fmt.Errorf("%s: %s is also declared by %s", g.header, n, a.name)
 			}
 		}
 	}
 	for _, m := range b.mirrors {
 		if names[m.goName] {
-			return fmt.Errorf("%s %s becomes Go type %s, which the kernel uapi files declare", m.kind, m.tag, m.goName)
+			return fmt.Errorf("%s %s becomes Go type %s, which %s declares", m.kind, m.tag, m.goName, a.name)
 		}
 	}
 	for n := range b.nested {
 		if names[n] {
-			return fmt.Errorf("nested offset %s is also a kernel uapi name", n)
+			return fmt.Errorf("nested offset %s is also declared by %s", n, a.name)
 		}
 	}
 	return nil

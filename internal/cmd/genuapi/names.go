@@ -36,6 +36,8 @@ var goWords = map[string]string{
 	"bf":    "BF",
 	"mmap":  "Mmap",
 	"fd":    "FD",
+	"rdma":  "RDMA",
+	"ucm":   "UCM",
 }
 
 // goName turns a C struct tag or member name into a Go name: split on '_',

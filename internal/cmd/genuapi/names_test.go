@@ -25,6 +25,8 @@ func TestGoName(t *testing.T) {
 		"mlx5_cqe64":                "Mlx5CQE64",
 		"mlx5_err_cqe":              "Mlx5ErrCQE",
 		"mlx5_wqe_ctrl_seg":         "Mlx5WqeCtrlSeg",
+		"rdma_ucm_create_id":        "RDMAUCMCreateID",
+		"rdma_ucm_event_resp":       "RDMAUCMEventResp",
 	} {
 		if got := goName(c); got != want {
 			t.Errorf("goName(%q) = %q, want %q", c, got, want)

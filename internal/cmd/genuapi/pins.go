@@ -32,6 +32,10 @@ var (
 	linuxLibcDev = pin{"linux-libc-dev", "6.1.176-1", "amd64"}
 	// rdma-core's mlx5dv.h, and the verbs.h and other headers it includes.
 	libibverbsDev = pin{"libibverbs-dev", "44.0-2", "amd64"}
+	// rdma-core's librdmacm headers: rdma_cma.h (the event numbers the
+	// kernel's uapi leaves out) and infiniband/ib.h (struct sockaddr_ib),
+	// from the same rdma-core release as libibverbs-dev.
+	librdmacmDev = pin{"librdmacm-dev", "44.0-2", "amd64"}
 )
 
 // cacheDir is where goverbs keeps downloads: $GOVERBS_CACHE, else

@@ -373,6 +373,10 @@ func (b *typeBuilder) goType(t dwarf.Type) (gotype, error) {
 		return b.goType(t.Type)
 	case *dwarf.UintType, *dwarf.UcharType:
 		return scalar("uint", t.Size())
+	case *dwarf.CharType:
+		// Plain char, whose sign differs between ABIs (x86's is signed,
+		// arm64's not), holds bytes here (sockaddr_storage's __data).
+		return scalar("uint", t.Size())
 	case *dwarf.IntType, *dwarf.EnumType:
 		return scalar("int", t.Size())
 	case *dwarf.ArrayType:
@@ -446,6 +450,8 @@ func unionDoc(u *dwarf.StructType) string {
 func cDecl(t dwarf.Type, name string) string {
 	var s string
 	switch t := t.(type) {
+	case *dwarf.PtrType:
+		return cDecl(t.Type, "*"+name)
 	case *dwarf.ArrayType:
 		n := ""
 		if t.Count > 0 {

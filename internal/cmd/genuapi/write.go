@@ -181,6 +181,28 @@ import "structs"
 ` + constDecls(groups, vals) + typeDecls(mirrors) + nestedDecls(nested, nvals)
 }
 
+// rdmacmSource returns zrdmacm.go: what uapi takes of librdmacm's
+// rdma_cma.h, rdma_cma_abi.h and infiniband/ib.h, constants and types in
+// one file.
+func rdmacmSource(origin string, groups []constGroup, vals map[string]value, mirrors []*mirror) string {
+	return genHeader("//", origin) + `
+package uapi
+
+import "structs"
+
+// What the rdma_cm's kernel ABI (rdma/rdma_user_cm.h, in zconst.go and
+// ztypes.go) leaves to librdmacm, from rdma-core's rdma/rdma_cma.h,
+// rdma/rdma_cma_abi.h and infiniband/ib.h: the numbers of the events
+// GET_EVENT reports (RDMA_CM_EVENT_*, the kernel's enum
+// rdma_cm_event_type, which is not uapi), the range of ABI versions
+// librdmacm accepts, its UD queue key and AF_IB service id constants, and
+// the InfiniBand socket address (struct sockaddr_ib, AF_IB) that the
+// kernel takes and reports in a struct __kernel_sockaddr_storage.
+// sockaddr_ib's __be16, __be32 and __be64 members are big-endian, as
+// their comments say.
+` + constDecls(groups, vals) + typeDecls(mirrors)
+}
+
 // goldenSource returns testdata/layout.golden: the C program's lines.
 func goldenSource(origin string, lines []string) string {
 	var b strings.Builder
