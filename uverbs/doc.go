@@ -76,4 +76,10 @@
 // [Context.WaitAsyncEvent] and [Context.TryAsyncEvent] deliver the
 // device's async events (port changes, CQ overruns, QP errors), each
 // naming its object by a handle ([cq.CQ.EventHandle], [QP.EventHandle]).
+// The Context reads them as they come, whether or not the program asks,
+// and acts on two itself: a CQ_ERR breaks the CQ it names (Poll hands
+// out what the ring still holds, then fails with [ErrCQOverrun]), and a
+// DEVICE_FATAL breaks every CQ and QP of the Context likewise, with
+// [ErrDeviceFatal]. Events nobody waits for stay queued for the next
+// WaitAsyncEvent or TryAsyncEvent.
 package uverbs

@@ -49,7 +49,7 @@ func BenchmarkMlx5PollRingEmpty(b *testing.B) {
 }
 
 // BenchmarkMlx5PollLockedEmpty is cq.CQ.Poll of an empty CQ through a
-// provider without a cq.Ring (mlx5 before PollRing): the CQ's lock, its
+// provider without a provider.Ring (mlx5 before PollRing): the CQ's lock, its
 // error word, Poll, unlock.
 func BenchmarkMlx5PollLockedEmpty(b *testing.B) {
 	_, q, _ := benchRig(b)

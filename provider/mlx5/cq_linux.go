@@ -27,7 +27,7 @@ const cqeBytes = 64
 // how far we have read, and a UAR doorbell that arms it. Polling and
 // arming make no syscall.
 //
-// It is a cq.Ring: PollRing, which cq.CQ.Poll calls, looks at the CQE at
+// It is a provider.Ring: PollRing, which cq.CQ.Poll calls, looks at the CQE at
 // the consumer index with no lock, concurrently with everything, and
 // takes the CQ's lock only to consume. For that, a ring's memory is never
 // unmapped while a PollRing may read it: Destroy, Release and Resize

@@ -21,7 +21,7 @@ import (
 // CQ is an rxe completion queue: its ring holds struct ib_uverbs_wc
 // entries, which the kernel produces and Poll consumes without a syscall.
 //
-// It is a cq.Ring: PollRing, which cq.CQ.Poll calls, reads the ring's
+// It is a provider.Ring: PollRing, which cq.CQ.Poll calls, reads the ring's
 // indices with no lock, concurrently with everything, and takes the CQ's
 // lock only to consume. For that, a ring is never unmapped while it may
 // be read: Destroy, Release and Resize retire it (retire), and the
