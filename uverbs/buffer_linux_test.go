@@ -2,6 +2,7 @@ package uverbs_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -114,7 +115,7 @@ func TestSGEBounds(t *testing.T) {
 			t.Errorf("SGE(%d, %d) = %+v, %v; want %+v", r.off, r.n, s, err, want)
 		}
 	}
-	for _, r := range []struct{ off, n int }{{4000, 97}, {4097, 0}, {-1, 1}, {0, -1}, {0, 4097}, {1 << 62, 1 << 62}} {
+	for _, r := range []struct{ off, n int }{{4000, 97}, {4097, 0}, {-1, 1}, {0, -1}, {0, 4097}, {math.MaxInt, 1}, {1, math.MaxInt}, {math.MaxInt, math.MaxInt}} {
 		s, err := mr.SGE(r.off, r.n)
 		if !errors.Is(err, unix.EINVAL) || s != (uverbs.SGE{}) {
 			t.Errorf("SGE(%d, %d) = %+v, %v; want EINVAL", r.off, r.n, s, err)
