@@ -276,3 +276,20 @@ func TestCLIDevinfoMatchesRDMACore(t *testing.T) {
 		})
 	}
 }
+
+// goverbs devices lists rxe0 and says rdma_cm is there (the VM loads
+// rdma_ucm), with its ABI version.
+func TestCLIDevices(t *testing.T) {
+	testutil.RequireDevice(t, testutil.DevicePath)
+	out, errOut, status := runCmd(devicesTo)
+	t.Logf("goverbs devices:\n%s", out)
+	if status != 0 || errOut != "" {
+		t.Fatalf("exit status %d, stderr %q", status, errOut)
+	}
+	if !strings.Contains(out, "rxe0") || !strings.Contains(out, "\nrdma_cm: /dev/infiniband/rdma_cm, ABI 4\n") {
+		t.Errorf("want rxe0 and the line %q", "rdma_cm: /dev/infiniband/rdma_cm, ABI 4")
+	}
+	if _, _, status := runCmd(devicesTo, "extra"); status != 2 {
+		t.Errorf("devices with an argument: status %d, want 2", status)
+	}
+}
