@@ -40,6 +40,8 @@ var layers = map[string][]string{
 		"internal/kverbs", "internal/netlink", "internal/provider", "internal/transport", "provider/mlx5",
 		"provider/rxe", "uapi"},
 	"internal/mlx5model": {"internal/transport", "uapi"},
+	"rdmacm": {"cq", "internal/errs", "internal/fdturn", "internal/netlink", "internal/ucma", "uapi",
+		"uverbs"},
 }
 
 // examplesMayImport is what the programs in examples/ may import of

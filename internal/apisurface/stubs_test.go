@@ -12,7 +12,7 @@ import (
 )
 
 // stubPackages are the packages whose !linux stubs TestStubsRun runs.
-var stubPackages = []string{"uverbs", "cq", "internal/errs", "cmd/goverbs"}
+var stubPackages = []string{"uverbs", "cq", "rdmacm", "internal/errs", "cmd/goverbs"}
 
 // TestStubsRun runs the darwin/windows stubs and their tests
 // (unsupported_other_test.go and the rest) here, on Linux: go test with an

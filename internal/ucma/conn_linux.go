@@ -92,6 +92,11 @@ func (c *Conn) Close() error {
 // the Conn's.
 func (c *Conn) SyscallConn() syscall.RawConn { return c.rc }
 
+// File returns the fd's *os.File, for a waiter that needs its read
+// deadline (fdturn.Reader: a deadline in the past wakes a parked wait).
+// It stays the Conn's: never close it, nor take its fd to keep.
+func (c *Conn) File() *os.File { return c.f }
+
 // write sends cm on fd, or to the test's kernel.
 func (c *Conn) write(fd uintptr, cm *cmd) unix.Errno {
 	if c.kernel != nil {

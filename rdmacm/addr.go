@@ -1,0 +1,52 @@
+package rdmacm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// resolveHost parses "host:port" into an address and port: host is an IP
+// address, a name the resolver knows (its first address), or empty
+// (passive: the IPv4 wildcard).
+func resolveHost(ctx context.Context, address string, passive bool) (netip.AddrPort, error) {
+	host, ports, err := net.SplitHostPort(address)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%v: %w", err, errInvalid)
+	}
+	port, err := strconv.ParseUint(ports, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("port %q: %w", ports, errInvalid)
+	}
+	if host == "" {
+		if !passive {
+			return netip.AddrPort{}, fmt.Errorf("address %q names no host: %w", address, errInvalid)
+		}
+		return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)), nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if lerr != nil {
+			return netip.AddrPort{}, lerr
+		}
+		if len(ips) == 0 {
+			return netip.AddrPort{}, fmt.Errorf("%s has no address: %w", host, errInvalid)
+		}
+		ip = ips[0]
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
+}
+
+// kernelTimeout is the timeout the kernel gets for a resolution step:
+// resolveTimeout, or what is left of ctx's deadline if that is sooner.
+func kernelTimeout(ctx context.Context) time.Duration {
+	t := resolveTimeout
+	if d, ok := ctx.Deadline(); ok {
+		t = min(t, max(time.Until(d), time.Millisecond))
+	}
+	return t
+}

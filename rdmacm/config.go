@@ -1,0 +1,108 @@
+package rdmacm
+
+import (
+	"time"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Config describes the connections Dial, Listen and Request.Accept make.
+// A nil *Config, and every zero field, means the default.
+type Config struct {
+	// Cap sizes the QP's queues. Zero fields take the defaults: 64 send
+	// and 64 receive requests, one SGE each, no inline data.
+	Cap uverbs.QPCap
+	// CQSize is the entries of the connection's CQ, which its send and
+	// receive queues share; 0 means Cap.MaxSendWR + Cap.MaxRecvWR.
+	CQSize int
+	// SigAll makes every send request complete with a CQE.
+	SigAll bool
+
+	// PrivateData goes to the peer in the connection request (Dial: at
+	// most MaxConnectPrivateDataTCP bytes) or its acceptance (Accept: at
+	// most MaxAcceptPrivateData).
+	PrivateData []byte
+	// ResponderResources and InitiatorDepth bound the RDMA reads and
+	// atomics in flight, as target and as initiator. 0 means the device's
+	// maximum (on the passive side, capped by the peer's offer).
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	// RetryCount is the transport retry count; 0 means 7. RNRRetryCount
+	// is the receiver-not-ready retry count; 0 means 7 (retry forever).
+	RetryCount    uint8
+	RNRRetryCount uint8
+	// TOS is the type of service of the connection's packets (the IP
+	// header's; RDMA_OPTION_ID_TOS); 0 leaves the kernel's default.
+	TOS uint8
+
+	// PD, when set, is the protection domain the QP is made on; it must
+	// be on the device the address resolves to. By default the QP goes
+	// on a PD the package shares among every connection on the device
+	// (one uverbs.Context and PD per device per process), which
+	// Conn.PD returns.
+	PD *uverbs.PD
+
+	// Setup, when set, is called with the new Conn once its QP exists
+	// (in INIT) and before the connection is made: before Dial's
+	// connection request, before Accept's answer. Register memory and
+	// post receives here, so that the peer's first SEND finds one (a
+	// receive may be posted in INIT). An error aborts the connection
+	// (Accept rejects it) and is returned.
+	Setup func(*Conn) error
+
+	// Backlog is how many connection requests a Listener holds that
+	// Accept has not taken yet (and the kernel's listen backlog); 0
+	// means 128.
+	Backlog int
+	// CloseWait bounds how long Conn.Close waits for the peer to answer
+	// its disconnect; 0 means one second. On rxe, a peer that never
+	// disconnects leaves the kernel waiting about 100 s: Close does not.
+	CloseWait time.Duration
+}
+
+const (
+	defaultWR        = 64
+	defaultRetry     = 7
+	defaultBacklog   = 128
+	defaultCloseWait = time.Second
+	// resolveTimeout is the kernel's timeout for address and route
+	// resolution when the context has no sooner deadline.
+	resolveTimeout = 2 * time.Second
+)
+
+// withDefaults returns a copy of c (or of the zero Config) with the
+// defaults filled in.
+func (c *Config) withDefaults() Config {
+	var d Config
+	if c != nil {
+		d = *c
+	}
+	if d.Cap.MaxSendWR == 0 {
+		d.Cap.MaxSendWR = defaultWR
+	}
+	if d.Cap.MaxRecvWR == 0 {
+		d.Cap.MaxRecvWR = defaultWR
+	}
+	if d.Cap.MaxSendSGE == 0 {
+		d.Cap.MaxSendSGE = 1
+	}
+	if d.Cap.MaxRecvSGE == 0 {
+		d.Cap.MaxRecvSGE = 1
+	}
+	if d.CQSize == 0 {
+		d.CQSize = int(d.Cap.MaxSendWR + d.Cap.MaxRecvWR)
+	}
+	if d.RetryCount == 0 {
+		d.RetryCount = defaultRetry
+	}
+	if d.RNRRetryCount == 0 {
+		d.RNRRetryCount = defaultRetry
+	}
+	if d.Backlog <= 0 {
+		d.Backlog = defaultBacklog
+	}
+	if d.CloseWait <= 0 {
+		d.CloseWait = defaultCloseWait
+	}
+	return d
+}

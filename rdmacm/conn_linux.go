@@ -1,0 +1,662 @@
+package rdmacm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Conn is an established RC connection: its QP (in RTS), the CQ its send
+// and receive queues share, that CQ's completion channel, and the PD,
+// with the two addresses and the private data the peer sent. Post work
+// with QP().PostSend and PostRecv, poll CQ() or wait on CompChannel(),
+// register memory with PD().RegMR.
+//
+// A goroutine of the Conn's own reads its connection-manager events:
+// when the peer disconnects (or the device goes away) it moves the QP to
+// the error state, so that posted work flushes once, answers the peer's
+// disconnect, and closes Disconnected().
+//
+// Its methods are safe for concurrent use.
+type Conn struct {
+	cfg  Config
+	ch   *EventChannel
+	id   *ID
+	name string
+	pd   *uverbs.PD
+	cc   *cq.Channel
+	cq   *cq.CQ
+	qp   *uverbs.QP
+
+	local, remote netip.AddrPort
+	private       []byte
+
+	disc      chan struct{} // closed when the connection is down
+	discOnce  sync.Once
+	stop      context.CancelFunc
+	watchDone chan struct{}
+
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// Dial connects to address ("192.0.2.1:7471", or a name the resolver
+// knows, and a port) over RC in the TCP port space, as rdma_cm's
+// rdma_resolve_addr, rdma_resolve_route, rdma_create_qp and rdma_connect
+// do. ctx bounds the whole: address and route resolution and the
+// connection; an already-ended ctx returns at once. cfg may be nil.
+//
+// A refused connection is an error wrapping a *RejectError (with the
+// peer's private data), which errors.Is treats as
+// syscall.ECONNREFUSED; nobody listening on the port is one (reason 8).
+// A ctx deadline gives an error wrapping context.DeadlineExceeded and
+// os.ErrDeadlineExceeded.
+func Dial(ctx context.Context, address string, cfg *Config) (*Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &OpError{Op: "dial", Device: address, Err: ctxErr(err)}
+	}
+	c := cfg.withDefaults()
+	if err := checkPrivateData(PortSpaceTCP, "connect", c.PrivateData); err != nil {
+		return nil, &OpError{Op: "connect", Device: address, Err: err}
+	}
+	dst, err := resolveHost(ctx, address, false)
+	if err != nil {
+		return nil, &OpError{Op: "dial", Device: address, Err: err}
+	}
+	ch, err := NewEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	conn := &Conn{cfg: c, ch: ch, name: dst.String(), disc: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			conn.teardown()
+		}
+	}()
+	if conn.id, err = ch.NewID(PortSpaceTCP); err != nil {
+		return nil, err
+	}
+	id := conn.id
+	id.setName(conn.name)
+	if c.TOS != 0 {
+		if err := id.SetTOS(c.TOS); err != nil {
+			return nil, err
+		}
+	}
+	if err := id.ResolveAddr(netip.AddrPort{}, dst, kernelTimeout(ctx)); err != nil {
+		return nil, err
+	}
+	if _, err := conn.await(ctx, "resolve addr", EventAddrResolved); err != nil {
+		return nil, err
+	}
+	if err := id.ResolveRoute(kernelTimeout(ctx)); err != nil {
+		return nil, err
+	}
+	if _, err := conn.await(ctx, "resolve route", EventRouteResolved); err != nil {
+		return nil, err
+	}
+	maxResp, maxInit, err := conn.setup()
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.runSetup(); err != nil {
+		return nil, err
+	}
+	p := ConnParam{
+		PrivateData:        c.PrivateData,
+		ResponderResources: pick(c.ResponderResources, maxResp),
+		InitiatorDepth:     pick(c.InitiatorDepth, maxInit),
+		RetryCount:         c.RetryCount,
+		RNRRetryCount:      c.RNRRetryCount,
+	}
+	if err := id.Connect(&p); err != nil {
+		return nil, err
+	}
+	peer, err := conn.await(ctx, "connect", EventEstablished)
+	if err != nil {
+		return nil, err
+	}
+	conn.private = peer
+	conn.start()
+	ok = true
+	return conn, nil
+}
+
+// pick is v, or def where v is 0.
+func pick(v, def uint8) uint8 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// await reads the Conn's channel until the event want, and returns a copy
+// of its private data; a failure event, or ctx's end, is op's error.
+// Other events are acknowledged and passed over.
+func (c *Conn) await(ctx context.Context, op string, want EventType) ([]byte, error) {
+	for {
+		ev, err := c.ch.Wait(ctx)
+		if err != nil {
+			var oe *OpError
+			if errors.As(err, &oe) {
+				err = oe.Err
+			}
+			return nil, &OpError{Op: op, Device: c.name, Err: err}
+		}
+		t := ev.Type
+		if t == want {
+			pd := append([]byte(nil), ev.Param.PrivateData...)
+			ev.Ack()
+			return pd, nil
+		}
+		switch t {
+		case EventAddrError, EventRouteError, EventConnectError, EventUnreachable, EventRejected,
+			EventDeviceRemoval, EventDisconnected:
+			err := ev.Err()
+			if t == EventConnectError {
+				if cerr := c.id.connectErr(); cerr != nil {
+					err = cerr
+				}
+			}
+			if err == nil {
+				err = fmt.Errorf("%v: %w", t, errInvalid)
+			}
+			ev.Ack()
+			var oe *OpError
+			if errors.As(err, &oe) {
+				err = oe.Err
+			}
+			return nil, &OpError{Op: op, Device: c.name, Err: err}
+		}
+		ev.Ack() // ADDR_CHANGE, TIMEWAIT_EXIT: nothing to do here
+	}
+}
+
+// setup makes the connection's CQ, channel and QP on the ID's device and
+// attaches the QP to the ID (INIT). It returns the device's read and
+// atomic limits.
+func (c *Conn) setup() (maxResp, maxInit uint8, err error) {
+	const op = "create qp"
+	a, err := c.id.query()
+	if err != nil {
+		return 0, 0, err
+	}
+	c.local, c.remote = a.Src.IP, a.Dst.IP
+	if c.cfg.PD != nil {
+		c.pd = c.cfg.PD
+		if g := uint64(c.pd.Context().Device().NodeGUID); g != a.NodeGUID {
+			return 0, 0, &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.PD is on %s (node GUID %#x), the address on node GUID %#x: %w",
+				c.pd.Context().Device().Name, g, a.NodeGUID, errInvalid)}
+		}
+		attr, err := c.pd.Context().QueryDevice()
+		if err != nil {
+			return 0, 0, err
+		}
+		maxResp, maxInit = uint8(min(attr.MaxQPRdAtom, 255)), uint8(min(attr.MaxQPInitRdAtom, 255))
+	} else {
+		if c.pd, err = c.id.PD(); err != nil {
+			return 0, 0, err
+		}
+		d := c.id.device()
+		maxResp, maxInit = d.maxResp, d.maxInit
+	}
+	ctx := c.pd.Context()
+	if c.cc, err = ctx.NewCompChannel(); err != nil {
+		return 0, 0, err
+	}
+	if c.cq, err = ctx.NewCQ(c.cfg.CQSize, cq.WithChannel(c.cc)); err != nil {
+		return 0, 0, err
+	}
+	c.qp, err = c.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: c.cq, RecvCQ: c.cq, Cap: c.cfg.Cap, SigAll: c.cfg.SigAll})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := c.id.AttachQP(c.qp); err != nil {
+		return 0, 0, err
+	}
+	return maxResp, maxInit, nil
+}
+
+// runSetup calls Config.Setup, if set.
+func (c *Conn) runSetup() error {
+	if c.cfg.Setup == nil {
+		return nil
+	}
+	if err := c.cfg.Setup(c); err != nil {
+		return &OpError{Op: "setup", Device: c.name, Err: err}
+	}
+	return nil
+}
+
+// start starts the goroutine that reads the established connection's
+// events.
+func (c *Conn) start() {
+	c.watchDone = make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background())
+	c.stop = stop
+	go c.watch(ctx)
+}
+
+// watch reads the Conn's events until Close stops it: a DISCONNECTED
+// (the peer's disconnect, or the answer to ours) or DEVICE_REMOVAL takes
+// the connection down.
+func (c *Conn) watch(ctx context.Context) {
+	defer close(c.watchDone)
+	for {
+		ev, err := c.ch.Wait(ctx)
+		if err != nil {
+			if ctx.Err() == nil { // the channel failed: the connection is unusable
+				c.down()
+			}
+			return
+		}
+		t := ev.Type
+		ev.Ack()
+		if t == EventDisconnected || t == EventDeviceRemoval {
+			c.down()
+		}
+	}
+}
+
+// down takes the connection down once: the QP to the error state (its
+// posted work flushes), our DISCONNECT (which answers the peer's), and
+// Disconnected closed.
+func (c *Conn) down() {
+	c.discOnce.Do(func() {
+		_ = c.id.Disconnect() // moves the QP to ERR first
+		close(c.disc)
+	})
+}
+
+// Disconnected returns a channel that is closed when the connection goes
+// down: the peer disconnected, the device went away, or Close.
+func (c *Conn) Disconnected() <-chan struct{} { return c.disc }
+
+// QP returns the connection's queue pair (RC, in RTS).
+func (c *Conn) QP() *uverbs.QP { return c.qp }
+
+// CQ returns the completion queue the QP's send and receive queues share.
+func (c *Conn) CQ() *cq.CQ { return c.cq }
+
+// CompChannel returns the CQ's completion channel, to wait for its
+// events (CQ.ReqNotify, then Channel.Wait).
+func (c *Conn) CompChannel() *cq.Channel { return c.cc }
+
+// PD returns the protection domain of the QP, for memory registration:
+// unless Config.PD gave one, the package's PD shared by every connection
+// on the device. Close the MRs registered on it before the Conn: the last
+// connection on the device closes the PD and its device context.
+func (c *Conn) PD() *uverbs.PD { return c.pd }
+
+// LocalAddr returns the local address and port.
+func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
+
+// RemoteAddr returns the peer's address and port.
+func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
+
+// PrivateData returns the private data the peer sent: its acceptance's
+// (Dial) or its request's (Accept), the CM message's whole field, the
+// peer's bytes then zeros.
+func (c *Conn) PrivateData() []byte { return c.private }
+
+// Close disconnects (the QP moves to the error state, so posted work
+// flushes; the peer gets DISCONNECTED), waits up to Config.CloseWait for
+// the peer's answer, and destroys the QP, the CQ and its channel, and the
+// connection's ID (rdma_disconnect, rdma_destroy_qp, rdma_destroy_id).
+// Its CQ's events must be acknowledged (cq.CQ.Ack) first, or the CQ and
+// channel stay until the device closes, and Close says so. A second
+// Close returns ErrClosed.
+func (c *Conn) Close() error {
+	c.closeMu.Lock()
+	if c.closed {
+		c.closeMu.Unlock()
+		return &OpError{Op: "close", Device: c.name, Err: ErrClosed}
+	}
+	c.closed = true
+	c.closeMu.Unlock()
+	select {
+	case <-c.disc:
+	default:
+		_ = c.id.Disconnect()
+		t := time.NewTimer(c.cfg.CloseWait)
+		select {
+		case <-c.disc:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.stop()
+	<-c.watchDone
+	c.discOnce.Do(func() { close(c.disc) })
+	return c.teardown()
+}
+
+// teardown destroys what the Conn made, in order, and returns the first
+// error.
+func (c *Conn) teardown() error {
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if c.qp != nil {
+		keep(c.qp.Close())
+	}
+	if c.cq != nil {
+		keep(c.cq.Close())
+	}
+	if c.cc != nil {
+		keep(c.cc.Close())
+	}
+	if c.id != nil {
+		if err := c.id.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			keep(err)
+		}
+	}
+	if c.ch != nil {
+		_ = c.ch.Close()
+	}
+	return first
+}
+
+// Listener listens for RC connections on an address and port, in the TCP
+// port space (rdma_listen). A goroutine of its own reads its connection
+// requests, up to Config.Backlog of them ahead of Accept; beyond that
+// the kernel holds them, and beyond its own backlog the peers retry.
+// Its methods are safe for concurrent use.
+type Listener struct {
+	cfg  Config
+	ch   *EventChannel
+	id   *ID
+	addr netip.AddrPort
+
+	reqs      chan *Request
+	done      chan struct{} // closed by Close
+	failed    chan struct{} // closed when the listener broke (err says why)
+	err       error
+	stop      context.CancelFunc
+	serveDone chan struct{}
+	closeMu   sync.Mutex
+	closed    bool
+}
+
+// Listen listens on address ("192.0.2.1:7471"; an empty host is the IPv4
+// wildcard, a port 0 a free one). cfg, which may be nil, gives Backlog
+// and what Accept gives each connection.
+func Listen(ctx context.Context, address string, cfg *Config) (*Listener, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &OpError{Op: "listen", Device: address, Err: ctxErr(err)}
+	}
+	c := cfg.withDefaults()
+	if err := checkPrivateData(PortSpaceTCP, "accept", c.PrivateData); err != nil {
+		return nil, &OpError{Op: "listen", Device: address, Err: err}
+	}
+	addr, err := resolveHost(ctx, address, true)
+	if err != nil {
+		return nil, &OpError{Op: "listen", Device: address, Err: err}
+	}
+	ch, err := NewEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	id, err := ch.NewID(PortSpaceTCP)
+	if err == nil {
+		if err = id.Bind(addr); err == nil {
+			err = id.Listen(c.Backlog)
+		}
+	}
+	if err != nil {
+		ch.Close()
+		return nil, err
+	}
+	if local, _, err := id.Addrs(); err == nil && local.IsValid() {
+		addr = local
+		id.setName(addr.String())
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	l := &Listener{cfg: c, ch: ch, id: id, addr: addr, reqs: make(chan *Request, c.Backlog),
+		done: make(chan struct{}), failed: make(chan struct{}), stop: stop, serveDone: make(chan struct{})}
+	go l.serve(sctx)
+	return l, nil
+}
+
+// Addr returns the address and port the listener is bound to.
+func (l *Listener) Addr() netip.AddrPort { return l.addr }
+
+// serve reads the listener's events: each CONNECT_REQUEST becomes a
+// Request queued for Accept.
+func (l *Listener) serve(ctx context.Context) {
+	defer close(l.serveDone)
+	for {
+		ev, err := l.ch.Wait(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.fail(err)
+			}
+			return
+		}
+		switch ev.Type {
+		case EventConnectRequest:
+			r := &Request{l: l, id: ev.ID}
+			r.param = ev.Param
+			r.param.PrivateData = append([]byte(nil), ev.Param.PrivateData...)
+			ev.Ack()
+			r.local, r.remote, _ = r.id.Addrs()
+			r.id.setName(r.remote.String())
+			select {
+			case l.reqs <- r:
+			case <-ctx.Done():
+				r.id.abandon()
+				return
+			}
+		case EventDeviceRemoval:
+			ev.Ack()
+			l.fail(&OpError{Op: "listen", Device: l.addr.String(), Err: statusErr(EventDeviceRemoval, 0, nil)})
+			return
+		default:
+			ev.Ack()
+		}
+	}
+}
+
+func (l *Listener) fail(err error) {
+	l.err = err
+	close(l.failed)
+}
+
+// Accept waits for the next connection request and accepts it with the
+// listener's Config, returning the established connection. It ends with
+// ErrClosed when the listener is closed (also one Accept is waiting in),
+// and with ctx's error when ctx ends first.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	r, err := l.AcceptRequest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Accept(ctx, nil)
+}
+
+// AcceptRequest waits for the next connection request and returns it
+// unanswered, for the caller to look at (Request.PrivateData) and
+// Accept or Reject. A request nobody answers is rejected when the
+// listener closes.
+func (l *Listener) AcceptRequest(ctx context.Context) (*Request, error) {
+	select {
+	case <-l.done:
+		return nil, &OpError{Op: "accept", Device: l.addr.String(), Err: ErrClosed}
+	default:
+	}
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-l.done:
+		return nil, &OpError{Op: "accept", Device: l.addr.String(), Err: ErrClosed}
+	case <-l.failed:
+		return nil, l.err
+	case <-ctx.Done():
+		return nil, &OpError{Op: "accept", Device: l.addr.String(), Err: ctxErr(ctx.Err())}
+	}
+}
+
+// Close stops listening: a waiting Accept returns ErrClosed, the
+// requests not yet accepted are rejected, and the listening ID is
+// destroyed. Connections already accepted stay. A second Close returns
+// ErrClosed.
+func (l *Listener) Close() error {
+	l.closeMu.Lock()
+	if l.closed {
+		l.closeMu.Unlock()
+		return &OpError{Op: "close", Device: l.addr.String(), Err: ErrClosed}
+	}
+	l.closed = true
+	l.closeMu.Unlock()
+	close(l.done)
+	l.stop()
+	<-l.serveDone
+	for {
+		select {
+		case r := <-l.reqs:
+			r.abandon()
+			continue
+		default:
+		}
+		break
+	}
+	err := l.id.Close() // rejects and destroys the requests handed out and not answered
+	if cerr := l.ch.Close(); err == nil && !errors.Is(cerr, ErrClosed) {
+		err = cerr
+	}
+	return err
+}
+
+// Request is a connection request a Listener received and nobody
+// answered yet: Accept or Reject it. Its methods are safe for concurrent
+// use; the first answer wins.
+type Request struct {
+	l             *Listener
+	id            *ID
+	param         ConnParam
+	local, remote netip.AddrPort
+	mu            sync.Mutex
+	answered      bool
+}
+
+// PrivateData returns the private data of the request: the peer's bytes,
+// then zeros up to MaxConnectPrivateDataTCP.
+func (r *Request) PrivateData() []byte { return r.param.PrivateData }
+
+// RemoteAddr returns the requesting peer's address and port.
+func (r *Request) RemoteAddr() netip.AddrPort { return r.remote }
+
+// LocalAddr returns the address and port the request came to.
+func (r *Request) LocalAddr() netip.AddrPort { return r.local }
+
+// answer claims the request for one answer.
+func (r *Request) answer(op string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.answered {
+		return &OpError{Op: op, Device: r.remote.String(), Err: fmt.Errorf("request already answered: %w", ErrClosed)}
+	}
+	r.answered = true
+	return nil
+}
+
+// abandon rejects and destroys a request nobody answered.
+func (r *Request) abandon() {
+	if r.answer("reject") == nil {
+		r.id.abandon()
+	}
+}
+
+// Accept accepts the request with cfg (nil: the listener's Config) and
+// returns the connection once the peer has confirmed it (ESTABLISHED),
+// or ctx ended. It moves the request's ID to a channel of the Conn's own,
+// so the Conn outlives the Listener.
+func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
+	const op = "accept"
+	if err := r.answer(op); err != nil {
+		return nil, err
+	}
+	c := r.l.cfg
+	if cfg != nil {
+		c = cfg.withDefaults()
+	}
+	if err := checkPrivateData(PortSpaceTCP, "accept", c.PrivateData); err != nil {
+		r.id.abandon()
+		return nil, &OpError{Op: op, Device: r.remote.String(), Err: err}
+	}
+	ch, err := NewEventChannel()
+	if err != nil {
+		r.id.abandon()
+		return nil, err
+	}
+	conn := &Conn{cfg: c, ch: ch, id: r.id, name: r.remote.String(), private: r.param.PrivateData,
+		disc: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			conn.teardown()
+		}
+	}()
+	if err := r.id.Migrate(ch); err != nil {
+		r.id.abandon()
+		return nil, err
+	}
+	maxResp, maxInit, err := conn.setup()
+	if err == nil {
+		err = conn.runSetup()
+	}
+	if err != nil {
+		_ = r.id.Reject(nil)
+		return nil, err
+	}
+	// The peer's offer, seen from here (the kernel swaps them), capped
+	// by the device, unless the Config says otherwise.
+	p := ConnParam{
+		PrivateData:        c.PrivateData,
+		ResponderResources: pick(c.ResponderResources, min(r.param.ResponderResources, maxResp)),
+		InitiatorDepth:     pick(c.InitiatorDepth, min(r.param.InitiatorDepth, maxInit)),
+		RNRRetryCount:      c.RNRRetryCount,
+	}
+	if err := r.id.Accept(&p); err != nil {
+		return nil, err
+	}
+	if _, err := conn.await(ctx, op, EventEstablished); err != nil {
+		return nil, err
+	}
+	conn.start()
+	ok = true
+	return conn, nil
+}
+
+// Reject refuses the request with private data for the peer (at most
+// MaxRejectPrivateData bytes; the peer's Dial returns a *RejectError
+// carrying it) and destroys its ID. Too much private data is an error
+// wrapping EINVAL, and the request stays unanswered.
+func (r *Request) Reject(privateData []byte) error {
+	if err := checkPrivateData(PortSpaceTCP, "reject", privateData); err != nil {
+		return &OpError{Op: "reject", Device: r.remote.String(), Err: err}
+	}
+	if err := r.answer("reject"); err != nil {
+		return err
+	}
+	err := r.id.Reject(privateData)
+	r.id.mu.Lock()
+	if r.id.closed {
+		r.id.mu.Unlock()
+		return err
+	}
+	if derr := r.id.destroyLocked(); err == nil {
+		err = derr
+	}
+	return err
+}

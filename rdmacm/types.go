@@ -1,0 +1,173 @@
+package rdmacm
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// EventType is the kind of a connection-manager event (enum
+// rdma_cm_event_type).
+type EventType uint32
+
+// The events the kernel reports, and the two the package reports in
+// their place (see [EventChannel.Wait]).
+const (
+	EventAddrResolved    EventType = uapi.RDMA_CM_EVENT_ADDR_RESOLVED
+	EventAddrError       EventType = uapi.RDMA_CM_EVENT_ADDR_ERROR
+	EventRouteResolved   EventType = uapi.RDMA_CM_EVENT_ROUTE_RESOLVED
+	EventRouteError      EventType = uapi.RDMA_CM_EVENT_ROUTE_ERROR
+	EventConnectRequest  EventType = uapi.RDMA_CM_EVENT_CONNECT_REQUEST
+	EventConnectResponse EventType = uapi.RDMA_CM_EVENT_CONNECT_RESPONSE
+	EventConnectError    EventType = uapi.RDMA_CM_EVENT_CONNECT_ERROR
+	EventUnreachable     EventType = uapi.RDMA_CM_EVENT_UNREACHABLE
+	EventRejected        EventType = uapi.RDMA_CM_EVENT_REJECTED
+	EventEstablished     EventType = uapi.RDMA_CM_EVENT_ESTABLISHED
+	EventDisconnected    EventType = uapi.RDMA_CM_EVENT_DISCONNECTED
+	EventDeviceRemoval   EventType = uapi.RDMA_CM_EVENT_DEVICE_REMOVAL
+	EventMulticastJoin   EventType = uapi.RDMA_CM_EVENT_MULTICAST_JOIN
+	EventMulticastError  EventType = uapi.RDMA_CM_EVENT_MULTICAST_ERROR
+	EventAddrChange      EventType = uapi.RDMA_CM_EVENT_ADDR_CHANGE
+	EventTimewaitExit    EventType = uapi.RDMA_CM_EVENT_TIMEWAIT_EXIT
+)
+
+var eventNames = [...]string{
+	EventAddrResolved:    "ADDR_RESOLVED",
+	EventAddrError:       "ADDR_ERROR",
+	EventRouteResolved:   "ROUTE_RESOLVED",
+	EventRouteError:      "ROUTE_ERROR",
+	EventConnectRequest:  "CONNECT_REQUEST",
+	EventConnectResponse: "CONNECT_RESPONSE",
+	EventConnectError:    "CONNECT_ERROR",
+	EventUnreachable:     "UNREACHABLE",
+	EventRejected:        "REJECTED",
+	EventEstablished:     "ESTABLISHED",
+	EventDisconnected:    "DISCONNECTED",
+	EventDeviceRemoval:   "DEVICE_REMOVAL",
+	EventMulticastJoin:   "MULTICAST_JOIN",
+	EventMulticastError:  "MULTICAST_ERROR",
+	EventAddrChange:      "ADDR_CHANGE",
+	EventTimewaitExit:    "TIMEWAIT_EXIT",
+}
+
+// String returns the kernel's name of the event without its
+// RDMA_CM_EVENT_ prefix ("ESTABLISHED"), or "EventType(N)".
+func (t EventType) String() string {
+	if int(t) < len(eventNames) {
+		return eventNames[t]
+	}
+	return "EventType(" + strconv.FormatUint(uint64(t), 10) + ")"
+}
+
+// PortSpace is an rdma_cm port space (enum rdma_port_space): the
+// transport an ID's ports belong to.
+type PortSpace uint16
+
+// The port spaces. Only the connected ones are supported here: UD
+// (RDMA_PS_UDP, RDMA_PS_IPOIB) is left out (docs/RDMACM.md).
+const (
+	PortSpaceTCP PortSpace = uapi.RDMA_PS_TCP // RC, IP addressing (rdma_cm's usual one)
+	PortSpaceIB  PortSpace = uapi.RDMA_PS_IB  // RC here, native IB addressing
+)
+
+// String names the port space as rdma_cma.h does ("TCP").
+func (ps PortSpace) String() string {
+	switch ps {
+	case PortSpaceTCP:
+		return "TCP"
+	case PortSpaceIB:
+		return "IB"
+	case uapi.RDMA_PS_UDP:
+		return "UDP"
+	case uapi.RDMA_PS_IPOIB:
+		return "IPOIB"
+	}
+	return fmt.Sprintf("PortSpace(%#x)", uint16(ps))
+}
+
+// The largest private data each connection-manager message carries
+// (the CM's message field, less the rdma_cm's own header where it has
+// one): CONNECT 56 bytes in the TCP port space (a REQ's 92 less 36),
+// 92 in the IB one; ACCEPT 196 (a REP's); REJECT 148 (a REJ's).
+const (
+	MaxConnectPrivateDataTCP = 56
+	MaxConnectPrivateDataIB  = 92
+	MaxAcceptPrivateData     = 196
+	MaxRejectPrivateData     = 148
+)
+
+// maxPrivateData returns the limit for msg ("connect", "accept",
+// "reject") in ps.
+func maxPrivateData(ps PortSpace, msg string) int {
+	switch msg {
+	case "accept":
+		return MaxAcceptPrivateData
+	case "reject":
+		return MaxRejectPrivateData
+	}
+	if ps == PortSpaceIB {
+		return MaxConnectPrivateDataIB
+	}
+	return MaxConnectPrivateDataTCP
+}
+
+// checkPrivateData refuses private data longer than msg carries in ps.
+func checkPrivateData(ps PortSpace, msg string, b []byte) error {
+	if max := maxPrivateData(ps, msg); len(b) > max {
+		return fmt.Errorf("%d bytes of private data, %s carries at most %d in port space %v: %w",
+			len(b), msg, max, ps, errInvalid)
+	}
+	return nil
+}
+
+// ConnParam is what a connection request, its acceptance and the events
+// about them carry (struct rdma_conn_param).
+type ConnParam struct {
+	// PrivateData is the application's bytes in the CM message. Received,
+	// it is the message's whole field: the peer's bytes, then zeros up to
+	// the field's size (56, 196 or 148 bytes: see MaxAcceptPrivateData).
+	PrivateData []byte
+	// ResponderResources is how many RDMA reads and atomics the local QP
+	// takes as target at once; InitiatorDepth how many it issues. In a
+	// CONNECT_REQUEST they are the peer's offer seen from this side (the
+	// kernel swaps them).
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	FlowControl        uint8
+	RetryCount         uint8 // transport retries (3 bits); ACCEPT ignores it
+	RNRRetryCount      uint8 // receiver-not-ready retries (3 bits; 7 is forever)
+	SRQ                bool  // the QP takes its receives from an SRQ
+	// QPNum is the QP's number: set by the package when the ID has a QP
+	// (ID.AttachQP); in an event, the peer's QP.
+	QPNum uint32
+}
+
+// Event is one connection-manager event, from [EventChannel.Wait] or
+// [EventChannel.TryWait] (struct rdma_cm_event). Acknowledge each with
+// [Event.Ack] once done with it: an ID whose events are not all
+// acknowledged does not close. After Ack the Event is the channel's
+// again: do not keep it, nor the PrivateData slice in it.
+type Event struct {
+	Type EventType
+	// Status is 0, a negative errno (ADDR_ERROR, ROUTE_ERROR,
+	// CONNECT_ERROR, UNREACHABLE), or for REJECTED the CM's reject reason
+	// (8: nobody listens on the port; 28: the peer's application
+	// rejected). Err says the same as an error.
+	Status int
+	// ID is the ID the event is about: for CONNECT_REQUEST a new one,
+	// the kernel's for the request, which the listener's owner accepts,
+	// rejects or closes.
+	ID *ID
+	// ListenID is the listening ID a CONNECT_REQUEST came to, else nil.
+	ListenID *ID
+	// Param is the peer's connection parameters and private data
+	// (CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED, REJECTED).
+	Param ConnParam
+
+	ev eventState // the channel's bookkeeping (per platform)
+}
+
+// Err returns the event's status as an error: nil for status 0, a
+// *RejectError for REJECTED, else the errno.
+func (e *Event) Err() error { return statusErr(e.Type, e.Status, e.Param.PrivateData) }
