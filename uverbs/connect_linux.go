@@ -271,9 +271,8 @@ func (q *QP) PostSendInline(wr SendWR, data []byte) error {
 		return q.pd.ctx.opErr(op, fmt.Errorf("inline: %d bytes: %w", len(data), unix.EINVAL))
 	}
 	q.sendMu.Lock()
-	if e := q.stop; e != nil { // ErrClosed, or ErrDeviceFatal
-		q.sendMu.Unlock()
-		return q.pd.ctx.opErr(op, e)
+	if q.stop != nil { // ErrClosed, or ErrDeviceFatal
+		return q.stopped(op, &q.sendMu)
 	}
 	// The request and its one SGE live in the QP, so nothing is
 	// allocated; data is held in the QP for the call, which keeps it on

@@ -121,9 +121,8 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	// context's read on the way (its read lock would cost two locked
 	// instructions a post). A DEVICE_FATAL sets stop the same way.
 	q.sendMu.Lock()
-	if e := q.stop; e != nil {
-		q.sendMu.Unlock()
-		return 0, q.pd.ctx.opErr(op, e)
+	if q.stop != nil {
+		return 0, q.stopped(op, &q.sendMu)
 	}
 	n, err := q.p.PostSend(providerSendWRs(wrs))
 	q.sendMu.Unlock()
@@ -141,9 +140,8 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post recv"
 	q.recvMu.Lock() // released by hand, as in PostSend
-	if e := q.stop; e != nil {
-		q.recvMu.Unlock()
-		return 0, q.pd.ctx.opErr(op, e)
+	if q.stop != nil {
+		return 0, q.stopped(op, &q.recvMu)
 	}
 	n, err := q.p.PostRecv(providerRecvWRs(wrs))
 	q.recvMu.Unlock()
@@ -494,6 +492,17 @@ func (q *QP) contextClosed() {
 	defer q.recvMu.Unlock()
 	q.stop = ErrClosed
 	q.p.Release()
+}
+
+// stopped is a post's error once the QP is stopped: it reads stop, then
+// releases mu, the post lock the caller holds. Off the posts' path, so
+// that they test stop for nil alone.
+//
+//go:noinline
+func (q *QP) stopped(op string, mu *sync.Mutex) error {
+	e := q.stop
+	mu.Unlock()
+	return q.pd.ctx.opErr(op, e)
 }
 
 // halt stops the QP's posts with err (ErrDeviceFatal), unless they are
