@@ -1,7 +1,6 @@
 package rxe
 
 import (
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -14,15 +13,17 @@ import (
 // queue held no other: the kernel's work inside the write is then that
 // request's alone, a few microseconds. Everything else goes through
 // syscall.Syscall, which lets the runtime take the P from a long write.
+var quickInline [32]byte
+
 func TestQuickDoorbell(t *testing.T) {
 	sgl := func(n uint32) []provider.SGE { return []provider.SGE{{Addr: 0x1000, Length: n, LKey: 1}} }
 	write := func(n uint32) provider.SendWR {
 		return provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sgl(n), RemoteAddr: 0x2000, RKey: 2}
 	}
-	buf := make([]byte, 32) // inline data is copied from it
+	// The inline data is copied from quickInline, a global: a local buffer
+	// could live on a stack that moves (the address is a plain number).
 	inline := provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline,
-		SGL: []provider.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), Length: 32}}}
-	defer runtime.KeepAlive(buf)
+		SGL: []provider.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&quickInline[0]))), Length: uint32(len(quickInline))}}}
 	for _, tc := range []struct {
 		name    string
 		wr      provider.SendWR
