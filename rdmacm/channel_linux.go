@@ -128,10 +128,11 @@ func (ch *EventChannel) unregister(id *ID) {
 }
 
 // NewID creates an ID in port space ps (rdma_create_id). PortSpaceTCP is
-// the usual one; the UD port spaces are left out (ErrNotSupported).
+// the usual one (RC); PortSpaceUDP and PortSpaceIPoIB make UD IDs, whose
+// QP is UD and whose events carry Event.UD. Any other is ErrNotSupported.
 func (ch *EventChannel) NewID(ps PortSpace) (*ID, error) {
 	const op = "create id"
-	if ps != PortSpaceTCP && ps != PortSpaceIB {
+	if ps != PortSpaceTCP && ps != PortSpaceIB && !ps.ud() {
 		return nil, &OpError{Op: op, Device: "rdma_cm", Err: fmt.Errorf("port space %v: %w", ps, ErrNotSupported)}
 	}
 	if ch.closed.Load() {
@@ -270,6 +271,7 @@ func (e *Event) fill(k *ucma.Event) {
 	e.Status = int(k.Status)
 	p := k.ConnParam()
 	n := copy(e.ev.pdata[:], p.PrivateData)
+	e.UD = UDParam{} // fillUD sets it on a UD ID's events
 	e.Param = ConnParam{
 		PrivateData:        e.ev.pdata[:n:n],
 		ResponderResources: p.ResponderResources,
@@ -300,6 +302,9 @@ func (ch *EventChannel) dispatch(k *ucma.Event) *Event {
 	}
 	e := ch.newEvent()
 	e.fill(k)
+	if id.ps.ud() {
+		e.fillUD(k)
+	}
 	e.ID = id
 	switch e.Type {
 	case EventConnectResponse:
@@ -361,6 +366,9 @@ func (ch *EventChannel) connectRequest(k *ucma.Event) *Event {
 	l.mu.Unlock()
 	e := ch.newEvent()
 	e.fill(k)
+	if l.ps.ud() {
+		e.fillUD(k)
+	}
 	e.ID, e.ListenID = child, l
 	e.ev.owner = l
 	e.ev.live.Store(true)
@@ -629,8 +637,9 @@ func (id *ID) QP() *uverbs.QP {
 
 // AttachQP gives the ID its QP (of type RC, in RESET, on the ID's
 // device) and moves it to INIT with the connection manager's attributes
-// (the half of rdma_create_qp after the QP exists). From then on the ID
-// drives it: Connect sends its number, CONNECT_RESPONSE takes it to RTR
+// (the half of rdma_create_qp after the QP exists). On a UD ID the QP is
+// UD, and goes on to RTR and RTS (SQ PSN 0) at once, its Q_Key from
+// INIT. From then on the ID drives it: Connect sends its number, CONNECT_RESPONSE takes it to RTR
 // and RTS (see EventChannel.Wait), Accept does so before it answers, and
 // Disconnect and the failure events move it to the error state. Closing
 // the QP stays the caller's, after the ID is done with it.
@@ -656,6 +665,11 @@ func (id *ID) AttachQP(qp *uverbs.QP) error {
 	}
 	if err := qp.Modify(&a, m); err != nil {
 		return &OpError{Op: op, Device: id.where(), Err: err}
+	}
+	if id.ps.ud() { // a UD QP is ready at once (librdmacm's ucma_init_ud_qp)
+		if err := readyUDQP(qp); err != nil {
+			return &OpError{Op: op, Device: id.where(), Err: err}
+		}
 	}
 	id.mu.Lock()
 	id.qp = qp
@@ -801,7 +815,7 @@ func (id *ID) Accept(p *ConnParam) error {
 		return &OpError{Op: op, Device: id.where(), Err: err}
 	}
 	qp := id.QP()
-	if qp != nil {
+	if qp != nil && !id.ps.ud() { // a UD QP is in RTS since AttachQP
 		if err := id.readyQP(qp, p.ResponderResources, p.InitiatorDepth); err != nil {
 			id.qpToErr()
 			return err

@@ -19,8 +19,9 @@ type Config struct {
 	SigAll bool
 
 	// PrivateData goes to the peer in the connection request (Dial: at
-	// most MaxConnectPrivateDataTCP bytes) or its acceptance (Accept: at
-	// most MaxAcceptPrivateData).
+	// most MaxConnectPrivateDataTCP bytes; DialUD: MaxConnectPrivateDataUD)
+	// or its acceptance (Accept: at most MaxAcceptPrivateData; a UD
+	// listener's: MaxAcceptPrivateDataUD).
 	PrivateData []byte
 	// ResponderResources and InitiatorDepth bound the RDMA reads and
 	// atomics in flight, as target and as initiator. 0 means the device's
@@ -49,6 +50,10 @@ type Config struct {
 	// receive may be posted in INIT). An error aborts the connection
 	// (Accept rejects it) and is returned.
 	Setup func(*Conn) error
+	// SetupUD is Setup for DialUD and ListenUD's connections: called
+	// with the new UDConn once its QP is ready (RTS), before the
+	// request (DialUD) or the answer (Accept). Post receives here.
+	SetupUD func(*UDConn) error
 
 	// Backlog is how many connection requests a Listener holds that
 	// Accept has not taken yet (and the kernel's listen backlog); 0

@@ -214,7 +214,11 @@ func (c *Conn) setup() (maxResp, maxInit uint8, err error) {
 	if c.cq, err = ctx.NewCQ(c.cfg.CQSize, cq.WithChannel(c.cc)); err != nil {
 		return 0, 0, err
 	}
-	c.qp, err = c.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: c.cq, RecvCQ: c.cq, Cap: c.cfg.Cap, SigAll: c.cfg.SigAll})
+	qpt := uverbs.RC
+	if c.id.ps.ud() {
+		qpt = uverbs.UD
+	}
+	c.qp, err = c.pd.NewQP(uverbs.QPConfig{Type: qpt, SendCQ: c.cq, RecvCQ: c.cq, Cap: c.cfg.Cap, SigAll: c.cfg.SigAll})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -392,11 +396,16 @@ type Listener struct {
 // wildcard, a port 0 a free one). cfg, which may be nil, gives Backlog
 // and what Accept gives each connection.
 func Listen(ctx context.Context, address string, cfg *Config) (*Listener, error) {
+	return listenPS(ctx, address, cfg, PortSpaceTCP)
+}
+
+// listenPS is Listen in port space ps.
+func listenPS(ctx context.Context, address string, cfg *Config, ps PortSpace) (*Listener, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &OpError{Op: "listen", Device: address, Err: ctxErr(err)}
 	}
 	c := cfg.withDefaults()
-	if err := checkPrivateData(PortSpaceTCP, "accept", c.PrivateData); err != nil {
+	if err := checkPrivateData(ps, "accept", c.PrivateData); err != nil {
 		return nil, &OpError{Op: "listen", Device: address, Err: err}
 	}
 	addr, err := resolveHost(ctx, address, true)
@@ -407,7 +416,7 @@ func Listen(ctx context.Context, address string, cfg *Config) (*Listener, error)
 	if err != nil {
 		return nil, err
 	}
-	id, err := ch.NewID(PortSpaceTCP)
+	id, err := ch.NewID(ps)
 	if err == nil {
 		if err = id.Bind(addr); err == nil {
 			err = id.Listen(c.Backlog)
@@ -583,6 +592,9 @@ func (r *Request) abandon() {
 // so the Conn outlives the Listener.
 func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 	const op = "accept"
+	if r.id.ps.ud() {
+		return nil, &OpError{Op: op, Device: r.remote.String(), Err: fmt.Errorf("a UD request: use AcceptUD: %w", errInvalid)}
+	}
 	if err := r.answer(op); err != nil {
 		return nil, err
 	}
@@ -643,7 +655,7 @@ func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 // carrying it) and destroys its ID. Too much private data is an error
 // wrapping EINVAL, and the request stays unanswered.
 func (r *Request) Reject(privateData []byte) error {
-	if err := checkPrivateData(PortSpaceTCP, "reject", privateData); err != nil {
+	if err := checkPrivateData(r.id.ps, "reject", privateData); err != nil {
 		return &OpError{Op: "reject", Device: r.remote.String(), Err: err}
 	}
 	if err := r.answer("reject"); err != nil {

@@ -26,6 +26,17 @@
 // waits at most Config.CloseWait for the peer's answer (rxe's CM would
 // otherwise wait about 100 s) and destroys the QP, CQ and ID.
 //
+// # Datagrams
+//
+// [DialUD] and [ListenUD] do the same for UD in RDMA_PS_UDP (a SIDR
+// exchange): a [*UDConn] holds a UD QP in RTS with its CQ, channel and
+// PD. The side that dialed gets the peer's QP number, Q_Key and an AH
+// built from the event's address vector ([UDConn.Peer]), ready for
+// uverbs.SendWR{AH, RemoteQPN, RemoteQKey}; the side that accepted learns
+// its peer from the first datagram ([UDConn.ReplyTo]), since the request
+// carries no QP number. Receives need uverbs.GRHSize bytes of room
+// before the payload.
+//
 // # The low level
 //
 // [EventChannel], [ID] and [Event] are librdmacm's rdma_event_channel,
@@ -58,10 +69,9 @@
 //
 // # Left out
 //
-// UD (RDMA_PS_UDP and IPOIB, with its AH from the event), multicast,
-// AF_IB addressing, rdma_getaddrinfo, SRQs made by the package, and ECE:
-// docs/RDMACM.md. On every system but Linux each call returns an error
-// wrapping [ErrNotSupported].
+// Multicast, AF_IB addressing, rdma_getaddrinfo, SRQs made by the
+// package, and ECE: docs/RDMACM.md. On every system but Linux each call
+// returns an error wrapping [ErrNotSupported].
 //
 // # Concurrency
 //

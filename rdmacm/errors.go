@@ -98,6 +98,8 @@ func statusErr(t EventType, status int, pd []byte) error {
 	switch {
 	case t == EventRejected:
 		return &RejectError{Reason: status, PrivateData: append([]byte(nil), pd...)}
+	case t == EventUnreachable && status > 0: // a UD peer's SIDR REP refused
+		return &SIDRError{Status: status}
 	case status < 0:
 		return fmt.Errorf("%v: %w", t, syscall.Errno(-status))
 	case status > 0:

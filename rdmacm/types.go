@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/goverbs/goverbs/uapi"
+	"github.com/goverbs/goverbs/uverbs"
 )
 
 // EventType is the kind of a connection-manager event (enum
@@ -64,12 +65,17 @@ func (t EventType) String() string {
 // transport an ID's ports belong to.
 type PortSpace uint16
 
-// The port spaces. Only the connected ones are supported here: UD
-// (RDMA_PS_UDP, RDMA_PS_IPOIB) is left out (docs/RDMACM.md).
+// The port spaces: RC in TCP and IB, UD in UDP and IPOIB (DialUD and
+// ListenUD use UDP).
 const (
-	PortSpaceTCP PortSpace = uapi.RDMA_PS_TCP // RC, IP addressing (rdma_cm's usual one)
-	PortSpaceIB  PortSpace = uapi.RDMA_PS_IB  // RC here, native IB addressing
+	PortSpaceTCP   PortSpace = uapi.RDMA_PS_TCP   // RC, IP addressing (rdma_cm's usual one)
+	PortSpaceIB    PortSpace = uapi.RDMA_PS_IB    // RC here, native IB addressing
+	PortSpaceUDP   PortSpace = uapi.RDMA_PS_UDP   // UD, IP addressing (SIDR)
+	PortSpaceIPoIB PortSpace = uapi.RDMA_PS_IPOIB // UD, IPoIB's Q_Key (InfiniBand only)
 )
+
+// ud reports whether ps is a datagram (UD) port space.
+func (ps PortSpace) ud() bool { return ps == PortSpaceUDP || ps == PortSpaceIPoIB }
 
 // String names the port space as rdma_cma.h does ("TCP").
 func (ps PortSpace) String() string {
@@ -78,9 +84,9 @@ func (ps PortSpace) String() string {
 		return "TCP"
 	case PortSpaceIB:
 		return "IB"
-	case uapi.RDMA_PS_UDP:
+	case PortSpaceUDP:
 		return "UDP"
-	case uapi.RDMA_PS_IPOIB:
+	case PortSpaceIPoIB:
 		return "IPOIB"
 	}
 	return fmt.Sprintf("PortSpace(%#x)", uint16(ps))
@@ -95,11 +101,21 @@ const (
 	MaxConnectPrivateDataIB  = 92
 	MaxAcceptPrivateData     = 196
 	MaxRejectPrivateData     = 148
+	// In the UD port spaces: CONNECT 180 bytes (a SIDR REQ's 216 less
+	// the rdma_cm's 36), ACCEPT and REJECT 136 (a SIDR REP's).
+	MaxConnectPrivateDataUD = 180
+	MaxAcceptPrivateDataUD  = 136
 )
 
 // maxPrivateData returns the limit for msg ("connect", "accept",
 // "reject") in ps.
 func maxPrivateData(ps PortSpace, msg string) int {
+	if ps.ud() {
+		if msg == "connect" {
+			return MaxConnectPrivateDataUD
+		}
+		return MaxAcceptPrivateDataUD
+	}
 	switch msg {
 	case "accept":
 		return MaxAcceptPrivateData
@@ -162,12 +178,31 @@ type Event struct {
 	// ListenID is the listening ID a CONNECT_REQUEST came to, else nil.
 	ListenID *ID
 	// Param is the peer's connection parameters and private data
-	// (CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED, REJECTED).
+	// (CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED, REJECTED). On a
+	// UD ID only its PrivateData and QPNum are set, the same as UD's.
 	Param ConnParam
+	// UD is the peer's datagram parameters, on an ID in a UD port space
+	// (CONNECT_REQUEST: the private data only; ESTABLISHED: the peer's
+	// QP number, Q_Key and the address vector that reaches it).
+	UD UDParam
 
 	ev eventState // the channel's bookkeeping (per platform)
 }
 
 // Err returns the event's status as an error: nil for status 0, a
-// *RejectError for REJECTED, else the errno.
+// *RejectError for REJECTED, a *SIDRError for a UD ID's UNREACHABLE
+// with the peer's SIDR status, else the errno.
 func (e *Event) Err() error { return statusErr(e.Type, e.Status, e.Param.PrivateData) }
+
+// UDParam is what the events of a UD ID carry of the peer (struct
+// rdma_ud_param): in the active side's ESTABLISHED, where to send
+// datagrams (create the AH with uverbs.PD.NewAH(AH), then
+// uverbs.SendWR{AH, RemoteQPN: QPNum, RemoteQKey: QKey}).
+type UDParam struct {
+	// PrivateData is the message's whole private-data field: the peer's
+	// bytes, then zeros (180 bytes in a request, 136 in a reply).
+	PrivateData []byte
+	QPNum       uint32
+	QKey        uint32
+	AH          uverbs.AHAttr
+}

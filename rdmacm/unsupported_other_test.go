@@ -28,6 +28,8 @@ func TestUnsupportedOS(t *testing.T) {
 	calls := map[string]func() error{
 		"dial":         func() error { _, err := rdmacm.Dial(ctx, addr.String(), nil); return err },
 		"listen":       func() error { _, err := rdmacm.Listen(ctx, addr.String(), nil); return err },
+		"dial ud":      func() error { _, err := rdmacm.DialUD(ctx, addr.String(), nil); return err },
+		"listen ud":    func() error { _, err := rdmacm.ListenUD(ctx, addr.String(), nil); return err },
 		"new channel":  func() error { _, err := rdmacm.NewEventChannel(); return err },
 		"channel wait": func() error { _, err := ch.Wait(ctx); return err },
 		"new id":       func() error { _, err := ch.NewID(rdmacm.PortSpaceTCP); return err },

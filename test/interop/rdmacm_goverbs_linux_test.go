@@ -73,10 +73,21 @@ func (m *msgConn) send(t *testing.T, c *rdmacm.Conn, msg string) {
 	}
 }
 
+// awaited holds the completions await polled while it looked for
+// another request's (the peer's reply may complete before our send's
+// ACK does), for the await that wants them.
+var awaited = map[*rdmacm.Conn][]cq.WC{}
+
 // await polls c's CQ until a completion with wrid arrives, and fails on
 // an error completion.
 func await(t *testing.T, c *rdmacm.Conn, wrid uint64) cq.WC {
 	t.Helper()
+	for i, wc := range awaited[c] {
+		if wc.WRID == wrid {
+			awaited[c] = append(awaited[c][:i], awaited[c][i+1:]...)
+			return wc
+		}
+	}
 	wcs := make([]cq.WC, 4)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -84,13 +95,15 @@ func await(t *testing.T, c *rdmacm.Conn, wrid uint64) cq.WC {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, wc := range wcs[:n] {
+		for k, wc := range wcs[:n] {
 			if wc.Status != cq.Success {
 				t.Fatalf("completion %+v", wc)
 			}
 			if wc.WRID == wrid {
+				awaited[c] = append(awaited[c], wcs[k+1:n]...)
 				return wc
 			}
+			awaited[c] = append(awaited[c], wc)
 		}
 		if n == 0 {
 			time.Sleep(time.Millisecond)
