@@ -58,50 +58,17 @@ type Conn struct {
 // A ctx deadline gives an error wrapping context.DeadlineExceeded and
 // os.ErrDeadlineExceeded.
 func Dial(ctx context.Context, address string, cfg *Config) (*Conn, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, &OpError{Op: "dial", Device: address, Err: ctxErr(err)}
-	}
-	c := cfg.withDefaults()
-	if err := checkPrivateData(PortSpaceTCP, "connect", c.PrivateData); err != nil {
-		return nil, &OpError{Op: "connect", Device: address, Err: err}
-	}
-	dst, err := resolveHost(ctx, address, false)
-	if err != nil {
-		return nil, &OpError{Op: "dial", Device: address, Err: err}
-	}
-	ch, err := NewEventChannel()
+	conn, err := dialRoute(ctx, address, cfg, PortSpaceTCP)
 	if err != nil {
 		return nil, err
 	}
-	conn := &Conn{cfg: c, ch: ch, name: dst.String(), disc: make(chan struct{})}
+	c, id := conn.cfg, conn.id
 	ok := false
 	defer func() {
 		if !ok {
 			conn.teardown()
 		}
 	}()
-	if conn.id, err = ch.NewID(PortSpaceTCP); err != nil {
-		return nil, err
-	}
-	id := conn.id
-	id.setName(conn.name)
-	if c.TOS != 0 {
-		if err := id.SetTOS(c.TOS); err != nil {
-			return nil, err
-		}
-	}
-	if err := id.ResolveAddr(netip.AddrPort{}, dst, kernelTimeout(ctx)); err != nil {
-		return nil, err
-	}
-	if _, err := conn.await(ctx, "resolve addr", EventAddrResolved); err != nil {
-		return nil, err
-	}
-	if err := id.ResolveRoute(kernelTimeout(ctx)); err != nil {
-		return nil, err
-	}
-	if _, err := conn.await(ctx, "resolve route", EventRouteResolved); err != nil {
-		return nil, err
-	}
 	maxResp, maxInit, err := conn.setup()
 	if err != nil {
 		return nil, err
@@ -129,6 +96,62 @@ func Dial(ctx context.Context, address string, cfg *Config) (*Conn, error) {
 	return conn, nil
 }
 
+// dialRoute is the active side's start in port space ps, Dial's and
+// DialUD's: it checks ctx and cfg.PrivateData, resolves address, and
+// makes a Conn with an event channel and an ID whose address and route
+// are resolved (rdma_resolve_addr, rdma_resolve_route). On an error it
+// has destroyed what it made.
+func dialRoute(ctx context.Context, address string, cfg *Config, ps PortSpace) (*Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &OpError{Op: "dial", Device: address, Err: ctxErr(err)}
+	}
+	c := cfg.withDefaults()
+	if err := checkPrivateData(ps, "connect", c.PrivateData); err != nil {
+		return nil, &OpError{Op: "connect", Device: address, Err: err}
+	}
+	dst, err := resolveHost(ctx, address, false)
+	if err != nil {
+		return nil, &OpError{Op: "dial", Device: address, Err: err}
+	}
+	ch, err := NewEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	conn := &Conn{cfg: c, ch: ch, name: dst.String(), disc: make(chan struct{})}
+	if err := conn.resolve(ctx, ps, dst); err != nil {
+		conn.teardown()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// resolve makes the Conn's ID in ps and resolves its address and route
+// to dst.
+func (c *Conn) resolve(ctx context.Context, ps PortSpace, dst netip.AddrPort) error {
+	id, err := c.ch.NewID(ps)
+	if err != nil {
+		return err
+	}
+	c.id = id
+	id.setName(c.name)
+	if c.cfg.TOS != 0 {
+		if err := id.SetTOS(c.cfg.TOS); err != nil {
+			return err
+		}
+	}
+	if err := id.ResolveAddr(netip.AddrPort{}, dst, kernelTimeout(ctx)); err != nil {
+		return err
+	}
+	if _, err := c.await(ctx, "resolve addr", EventAddrResolved); err != nil {
+		return err
+	}
+	if err := id.ResolveRoute(kernelTimeout(ctx)); err != nil {
+		return err
+	}
+	_, err = c.await(ctx, "resolve route", EventRouteResolved)
+	return err
+}
+
 // pick is v, or def where v is 0.
 func pick(v, def uint8) uint8 {
 	if v == 0 {
@@ -144,11 +167,7 @@ func (c *Conn) await(ctx context.Context, op string, want EventType) ([]byte, er
 	for {
 		ev, err := c.ch.Wait(ctx)
 		if err != nil {
-			var oe *OpError
-			if errors.As(err, &oe) {
-				err = oe.Err
-			}
-			return nil, &OpError{Op: op, Device: c.name, Err: err}
+			return nil, c.opErr(op, err)
 		}
 		t := ev.Type
 		if t == want {
@@ -169,14 +188,20 @@ func (c *Conn) await(ctx context.Context, op string, want EventType) ([]byte, er
 				err = fmt.Errorf("%v: %w", t, errInvalid)
 			}
 			ev.Ack()
-			var oe *OpError
-			if errors.As(err, &oe) {
-				err = oe.Err
-			}
-			return nil, &OpError{Op: op, Device: c.name, Err: err}
+			return nil, c.opErr(op, err)
 		}
 		ev.Ack() // ADDR_CHANGE, TIMEWAIT_EXIT: nothing to do here
 	}
+}
+
+// opErr is op's error on the Conn: err, or the cause of an *OpError
+// err is, which names another op.
+func (c *Conn) opErr(op string, err error) error {
+	var oe *OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return &OpError{Op: op, Device: c.name, Err: err}
 }
 
 // setup makes the connection's CQ, channel and QP on the ID's device and
@@ -318,13 +343,9 @@ func (c *Conn) PrivateData() []byte { return c.private }
 // channel stay until the device closes, and Close says so. A second
 // Close returns ErrClosed.
 func (c *Conn) Close() error {
-	c.closeMu.Lock()
-	if c.closed {
-		c.closeMu.Unlock()
-		return &OpError{Op: "close", Device: c.name, Err: ErrClosed}
+	if err := c.markClosed(); err != nil {
+		return err
 	}
-	c.closed = true
-	c.closeMu.Unlock()
 	select {
 	case <-c.disc:
 	default:
@@ -340,6 +361,18 @@ func (c *Conn) Close() error {
 	<-c.watchDone
 	c.discOnce.Do(func() { close(c.disc) })
 	return c.teardown()
+}
+
+// markClosed marks the Conn (or the UDConn on it) closed, once: a second
+// call is an error wrapping ErrClosed.
+func (c *Conn) markClosed() error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed {
+		return &OpError{Op: "close", Device: c.name, Err: ErrClosed}
+	}
+	c.closed = true
+	return nil
 }
 
 // teardown destroys what the Conn made, in order, and returns the first
@@ -595,34 +628,17 @@ func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 	if r.id.ps.ud() {
 		return nil, &OpError{Op: op, Device: r.remote.String(), Err: fmt.Errorf("a UD request: use AcceptUD: %w", errInvalid)}
 	}
-	if err := r.answer(op); err != nil {
-		return nil, err
-	}
-	c := r.l.cfg
-	if cfg != nil {
-		c = cfg.withDefaults()
-	}
-	if err := checkPrivateData(PortSpaceTCP, "accept", c.PrivateData); err != nil {
-		r.id.abandon()
-		return nil, &OpError{Op: op, Device: r.remote.String(), Err: err}
-	}
-	ch, err := NewEventChannel()
+	conn, err := r.migrate(ctx, op, cfg)
 	if err != nil {
-		r.id.abandon()
 		return nil, err
 	}
-	conn := &Conn{cfg: c, ch: ch, id: r.id, name: r.remote.String(), private: r.param.PrivateData,
-		disc: make(chan struct{})}
+	c := conn.cfg
 	ok := false
 	defer func() {
 		if !ok {
 			conn.teardown()
 		}
 	}()
-	if err := r.id.Migrate(ch); err != nil {
-		r.id.abandon()
-		return nil, err
-	}
 	maxResp, maxInit, err := conn.setup()
 	if err == nil {
 		err = conn.runSetup()
@@ -647,6 +663,45 @@ func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 	}
 	conn.start()
 	ok = true
+	return conn, nil
+}
+
+// migrate begins the passive side of Accept and AcceptUD: it claims the
+// request, takes cfg (nil: the listener's Config) and checks its private
+// data, then moves the request's ID to a Conn's own event channel. A UD
+// request is checked against ctx here, since AcceptUD waits for nothing
+// afterwards (Accept's wait for ESTABLISHED checks it). On an error after
+// the claim the request is rejected and destroyed.
+func (r *Request) migrate(ctx context.Context, op string, cfg *Config) (*Conn, error) {
+	if err := r.answer(op); err != nil {
+		return nil, err
+	}
+	c := r.l.cfg
+	if cfg != nil {
+		c = cfg.withDefaults()
+	}
+	if r.id.ps.ud() {
+		if err := ctx.Err(); err != nil {
+			r.id.abandon()
+			return nil, &OpError{Op: op, Device: r.remote.String(), Err: ctxErr(err)}
+		}
+	}
+	if err := checkPrivateData(r.id.ps, "accept", c.PrivateData); err != nil {
+		r.id.abandon()
+		return nil, &OpError{Op: op, Device: r.remote.String(), Err: err}
+	}
+	ch, err := NewEventChannel()
+	if err != nil {
+		r.id.abandon()
+		return nil, err
+	}
+	conn := &Conn{cfg: c, ch: ch, id: r.id, name: r.remote.String(), private: r.param.PrivateData,
+		disc: make(chan struct{})}
+	if err := r.id.Migrate(ch); err != nil {
+		r.id.abandon()
+		conn.teardown()
+		return nil, err
+	}
 	return conn, nil
 }
 

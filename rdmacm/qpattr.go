@@ -36,31 +36,16 @@ func qpAttrFromKernel(k *uapi.IBUverbsQPAttr, mask uint32, linkIB bool) (uverbs.
 		return uverbs.QPAttr{}, 0, fmt.Errorf("INIT_QP_ATTR to %v asks for attribute bits %#x (of mask %#x), which goverbs' modify qp does not carry: %w",
 			uverbs.QPState(k.QPState), extra, mask, errInvalid)
 	}
-	ah := &k.AHAttr
 	a := uverbs.QPAttr{
-		State:       uverbs.QPState(k.QPState),
-		CurState:    uverbs.QPState(k.CurQPState),
-		PathMTU:     uverbs.MTU(k.PathMTU),
-		QKey:        k.Qkey,
-		RQPSN:       k.RqPSN,
-		SQPSN:       k.SqPSN,
-		DestQPN:     k.DestQPNum,
-		AccessFlags: uverbs.Access(k.QPAccessFlags),
-		AH: uverbs.AHAttr{
-			GRH: uverbs.GlobalRoute{
-				DGID:         uverbs.GID(ah.Grh.Dgid),
-				FlowLabel:    ah.Grh.FlowLabel,
-				SGIDIndex:    ah.Grh.SgidIndex,
-				HopLimit:     ah.Grh.HopLimit,
-				TrafficClass: ah.Grh.TrafficClass,
-			},
-			DLID:        ah.Dlid,
-			SL:          ah.Sl,
-			SrcPathBits: ah.SrcPathBits,
-			StaticRate:  ah.StaticRate,
-			IsGlobal:    ah.IsGlobal != 0,
-			Port:        ah.PortNum,
-		},
+		State:           uverbs.QPState(k.QPState),
+		CurState:        uverbs.QPState(k.CurQPState),
+		PathMTU:         uverbs.MTU(k.PathMTU),
+		QKey:            k.Qkey,
+		RQPSN:           k.RqPSN,
+		SQPSN:           k.SqPSN,
+		DestQPN:         k.DestQPNum,
+		AccessFlags:     uverbs.Access(k.QPAccessFlags),
+		AH:              ahAttrFromKernel(&k.AHAttr),
 		PKeyIndex:       k.PkeyIndex,
 		SQDraining:      k.SqDraining != 0,
 		MaxRdAtomic:     k.MaxRdAtomic,
@@ -72,4 +57,23 @@ func qpAttrFromKernel(k *uapi.IBUverbsQPAttr, mask uint32, linkIB bool) (uverbs.
 		RNRRetry:        k.RnrRetry,
 	}
 	return a, uverbs.QPAttrMask(mask), nil
+}
+
+// ahAttrFromKernel converts struct ib_uverbs_ah_attr.
+func ahAttrFromKernel(ah *uapi.IBUverbsAHAttr) uverbs.AHAttr {
+	return uverbs.AHAttr{
+		GRH: uverbs.GlobalRoute{
+			DGID:         uverbs.GID(ah.Grh.Dgid),
+			FlowLabel:    ah.Grh.FlowLabel,
+			SGIDIndex:    ah.Grh.SgidIndex,
+			HopLimit:     ah.Grh.HopLimit,
+			TrafficClass: ah.Grh.TrafficClass,
+		},
+		DLID:        ah.Dlid,
+		SL:          ah.Sl,
+		SrcPathBits: ah.SrcPathBits,
+		StaticRate:  ah.StaticRate,
+		IsGlobal:    ah.IsGlobal != 0,
+		Port:        ah.PortNum,
+	}
 }

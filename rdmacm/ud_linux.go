@@ -2,14 +2,11 @@ package rdmacm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/ucma"
-	"github.com/goverbs/goverbs/uapi"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -24,13 +21,10 @@ import (
 // Close just destroys. A UD receive needs uverbs.GRHSize bytes before the
 // payload (uverbs.UDRecvSize). Its methods are safe for concurrent use.
 type UDConn struct {
-	c    *Conn // the ID, channel, QP, CQ and PD; its cfg, names and addresses
+	c    *Conn // the ID, channel, QP, CQ and PD; its cfg, names, addresses and closed mark
 	qkey uint32
 	port uint8
 	peer UDPeer
-
-	closeMu sync.Mutex
-	closed  bool
 }
 
 // DialUD makes a UD QP and introduces it to the UD listener at address
@@ -45,55 +39,21 @@ type UDConn struct {
 // A refusal (nobody listens, or the peer's Request.Reject) is an error
 // wrapping a *SIDRError, which errors.Is treats as syscall.ECONNREFUSED.
 func DialUD(ctx context.Context, address string, cfg *Config) (*UDConn, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, &OpError{Op: "dial", Device: address, Err: ctxErr(err)}
-	}
-	c := cfg.withDefaults()
-	if err := checkPrivateData(PortSpaceUDP, "connect", c.PrivateData); err != nil {
-		return nil, &OpError{Op: "connect", Device: address, Err: err}
-	}
-	dst, err := resolveHost(ctx, address, false)
-	if err != nil {
-		return nil, &OpError{Op: "dial", Device: address, Err: err}
-	}
-	ch, err := NewEventChannel()
+	conn, err := dialRoute(ctx, address, cfg, PortSpaceUDP)
 	if err != nil {
 		return nil, err
 	}
-	u := &UDConn{c: &Conn{cfg: c, ch: ch, name: dst.String(), disc: make(chan struct{})}}
+	u := &UDConn{c: conn}
 	ok := false
 	defer func() {
 		if !ok {
 			u.teardown()
 		}
 	}()
-	conn := u.c
-	if conn.id, err = ch.NewID(PortSpaceUDP); err != nil {
-		return nil, err
-	}
-	id := conn.id
-	id.setName(conn.name)
-	if c.TOS != 0 {
-		if err := id.SetTOS(c.TOS); err != nil {
-			return nil, err
-		}
-	}
-	if err := id.ResolveAddr(netip.AddrPort{}, dst, kernelTimeout(ctx)); err != nil {
-		return nil, err
-	}
-	if _, err := conn.await(ctx, "resolve addr", EventAddrResolved); err != nil {
-		return nil, err
-	}
-	if err := id.ResolveRoute(kernelTimeout(ctx)); err != nil {
-		return nil, err
-	}
-	if _, err := conn.await(ctx, "resolve route", EventRouteResolved); err != nil {
-		return nil, err
-	}
 	if err := u.setup(); err != nil {
 		return nil, err
 	}
-	if err := id.Connect(&ConnParam{PrivateData: c.PrivateData}); err != nil {
+	if err := conn.id.Connect(&ConnParam{PrivateData: conn.cfg.PrivateData}); err != nil {
 		return nil, err
 	}
 	p, err := u.awaitEstablished(ctx)
@@ -118,11 +78,7 @@ func (u *UDConn) awaitEstablished(ctx context.Context) (UDParam, error) {
 	for {
 		ev, err := c.ch.Wait(ctx)
 		if err != nil {
-			var oe *OpError
-			if errors.As(err, &oe) {
-				err = oe.Err
-			}
-			return UDParam{}, &OpError{Op: op, Device: c.name, Err: err}
+			return UDParam{}, c.opErr(op, err)
 		}
 		switch t := ev.Type; t {
 		case EventEstablished:
@@ -178,25 +134,6 @@ func (e *Event) fillUD(k *ucma.Event) {
 	n := copy(e.ev.pdata[:], p.PrivateData)
 	e.UD = UDParam{PrivateData: e.ev.pdata[:n:n], QPNum: p.QPNum, QKey: p.QKey, AH: ahAttrFromKernel(&p.AH)}
 	e.Param = ConnParam{PrivateData: e.UD.PrivateData, QPNum: p.QPNum}
-}
-
-// ahAttrFromKernel converts struct ib_uverbs_ah_attr.
-func ahAttrFromKernel(ah *uapi.IBUverbsAHAttr) uverbs.AHAttr {
-	return uverbs.AHAttr{
-		GRH: uverbs.GlobalRoute{
-			DGID:         uverbs.GID(ah.Grh.Dgid),
-			FlowLabel:    ah.Grh.FlowLabel,
-			SGIDIndex:    ah.Grh.SgidIndex,
-			HopLimit:     ah.Grh.HopLimit,
-			TrafficClass: ah.Grh.TrafficClass,
-		},
-		DLID:        ah.Dlid,
-		SL:          ah.Sl,
-		SrcPathBits: ah.SrcPathBits,
-		StaticRate:  ah.StaticRate,
-		IsGlobal:    ah.IsGlobal != 0,
-		Port:        ah.PortNum,
-	}
 }
 
 // QP returns the UD QP, in RTS.
@@ -279,13 +216,9 @@ func (u *UDConn) ReplyTo(wc cq.WC, buf []byte) (UDPeer, error) {
 // ID (rdma_destroy_qp, rdma_destroy_id); UD has no disconnect. A second
 // Close returns ErrClosed.
 func (u *UDConn) Close() error {
-	u.closeMu.Lock()
-	if u.closed {
-		u.closeMu.Unlock()
-		return &OpError{Op: "close", Device: u.c.name, Err: ErrClosed}
+	if err := u.c.markClosed(); err != nil {
+		return err
 	}
-	u.closed = true
-	u.closeMu.Unlock()
 	return u.teardown()
 }
 
@@ -354,43 +287,22 @@ func (r *Request) AcceptUD(ctx context.Context, cfg *Config) (*UDConn, error) {
 	if !r.id.ps.ud() {
 		return nil, &OpError{Op: op, Device: r.remote.String(), Err: fmt.Errorf("not a UD request: use Accept: %w", errInvalid)}
 	}
-	if err := r.answer(op); err != nil {
-		return nil, err
-	}
-	c := r.l.cfg
-	if cfg != nil {
-		c = cfg.withDefaults()
-	}
-	if err := ctx.Err(); err != nil {
-		r.id.abandon()
-		return nil, &OpError{Op: op, Device: r.remote.String(), Err: ctxErr(err)}
-	}
-	if err := checkPrivateData(PortSpaceUDP, "accept", c.PrivateData); err != nil {
-		r.id.abandon()
-		return nil, &OpError{Op: op, Device: r.remote.String(), Err: err}
-	}
-	ch, err := NewEventChannel()
+	conn, err := r.migrate(ctx, op, cfg)
 	if err != nil {
-		r.id.abandon()
 		return nil, err
 	}
-	u := &UDConn{c: &Conn{cfg: c, ch: ch, id: r.id, name: r.remote.String(), private: r.param.PrivateData,
-		disc: make(chan struct{})}}
+	u := &UDConn{c: conn}
 	ok := false
 	defer func() {
 		if !ok {
 			u.teardown()
 		}
 	}()
-	if err := r.id.Migrate(ch); err != nil {
-		r.id.abandon()
-		return nil, err
-	}
 	if err := u.setup(); err != nil {
 		_ = r.id.Reject(nil)
 		return nil, err
 	}
-	if err := r.id.Accept(&ConnParam{PrivateData: c.PrivateData}); err != nil {
+	if err := r.id.Accept(&ConnParam{PrivateData: conn.cfg.PrivateData}); err != nil {
 		return nil, err
 	}
 	ok = true

@@ -128,6 +128,48 @@ func (c *Conn) do(op string, cm *cmd) error {
 	return nil
 }
 
+// send sends cm, which the caller built: buildErr is the building's
+// error, the caller's input making the command impossible, and then
+// nothing is sent.
+func (c *Conn) send(op string, cm *cmd, buildErr error) error {
+	if buildErr != nil {
+		return inputErr(op, buildErr)
+	}
+	return c.do(op, cm)
+}
+
+// call sends cm as send does and returns its response as parse reads
+// it.
+func call[T any](c *Conn, op string, cm *cmd, buildErr error, parse func([]byte) (T, error)) (T, error) {
+	var v T
+	if err := c.send(op, cm, buildErr); err != nil {
+		return v, err
+	}
+	v, err := parse(cm.response())
+	if err != nil {
+		var zero T
+		return zero, parseErr(op, err)
+	}
+	return v, nil
+}
+
+// callU32 is call for a response that is one __u32.
+func (c *Conn) callU32(op string, cm *cmd, buildErr error) (uint32, error) {
+	if err := c.send(op, cm, buildErr); err != nil {
+		return 0, err
+	}
+	return responseU32(op, cm)
+}
+
+// responseU32 reads cm's response, one __u32.
+func responseU32(op string, cm *cmd) (uint32, error) {
+	n, err := parseU32(op, cm.response())
+	if err != nil {
+		return 0, parseErr(op, err)
+	}
+	return n, nil
+}
+
 // fdErr is the error of a command whose fd could not be had: ErrClosed
 // after Close (the runtime's own says "use of closed file").
 func (c *Conn) fdErr(op string, err error) error {
@@ -174,14 +216,7 @@ func (c *Conn) CreateID(uid uint64, ps uint16, qpType uint8) (uint32, error) {
 	cm := getCmd()
 	defer putCmd(cm)
 	cm.createID(uid, ps, qpType)
-	if err := c.do(op, cm); err != nil {
-		return 0, err
-	}
-	id, err := parseU32(op, cm.response())
-	if err != nil {
-		return 0, parseErr(op, err)
-	}
-	return id, nil
+	return c.callU32(op, cm, nil)
 }
 
 // DestroyID destroys an id, with the connection requests it got and did
@@ -193,14 +228,7 @@ func (c *Conn) DestroyID(id uint32) (eventsReported uint32, err error) {
 	cm := getCmd()
 	defer putCmd(cm)
 	cm.destroyID(id)
-	if err := c.do(op, cm); err != nil {
-		return 0, err
-	}
-	n, err := parseU32(op, cm.response())
-	if err != nil {
-		return 0, parseErr(op, err)
-	}
-	return n, nil
+	return c.callU32(op, cm, nil)
 }
 
 // BindIP binds an id to an IP address and port (BIND_IP, whose address
@@ -210,10 +238,7 @@ func (c *Conn) BindIP(id uint32, addr netip.AddrPort) error {
 	const op = "bind ip"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.bindIP(id, addr); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.bindIP(id, addr))
 }
 
 // Bind binds an id to any address the kernel takes: AF_INET, AF_INET6
@@ -222,10 +247,7 @@ func (c *Conn) Bind(id uint32, addr Sockaddr) error {
 	const op = "bind"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.bind(id, addr); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.bind(id, addr))
 }
 
 // ResolveIP starts resolving dst (and binding to src, if valid) to an
@@ -235,10 +257,7 @@ func (c *Conn) ResolveIP(id uint32, src, dst netip.AddrPort, timeout time.Durati
 	const op = "resolve ip"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.resolveIP(id, src, dst, milliseconds(timeout)); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.resolveIP(id, src, dst, milliseconds(timeout)))
 }
 
 // ResolveAddr starts resolving dst (src is optional: the zero Sockaddr)
@@ -248,10 +267,7 @@ func (c *Conn) ResolveAddr(id uint32, src, dst Sockaddr, timeout time.Duration) 
 	const op = "resolve addr"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.resolveAddr(id, src, dst, milliseconds(timeout)); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.resolveAddr(id, src, dst, milliseconds(timeout)))
 }
 
 // ResolveRoute starts resolving the route to the resolved address. It
@@ -281,14 +297,7 @@ func (c *Conn) queryAddr(op string, id, option uint32) (AddrInfo, error) {
 	cm := getCmd()
 	defer putCmd(cm)
 	cm.query(id, option, sizeofAddrResp)
-	if err := c.do(op, cm); err != nil {
-		return AddrInfo{}, err
-	}
-	a, err := parseAddrResp(cm.response())
-	if err != nil {
-		return AddrInfo{}, parseErr(op, err)
-	}
-	return a, nil
+	return call(c, op, cm, nil, parseAddrResp)
 }
 
 // QueryPath returns the id's resolved path records (QUERY,
@@ -298,14 +307,7 @@ func (c *Conn) QueryPath(id uint32) ([]PathData, error) {
 	cm := getCmd()
 	defer putCmd(cm)
 	cm.query(id, uapi.RDMA_USER_CM_QUERY_PATH, sizeofPathResp)
-	if err := c.do(op, cm); err != nil {
-		return nil, err
-	}
-	p, err := parsePaths(cm.response())
-	if err != nil {
-		return nil, parseErr(op, err)
-	}
-	return p, nil
+	return call(c, op, cm, nil, parsePaths)
 }
 
 // QueryRoute returns the id's route in one answer (QUERY_ROUTE): what
@@ -316,14 +318,7 @@ func (c *Conn) QueryRoute(id uint32) (Route, error) {
 	cm := getCmd()
 	defer putCmd(cm)
 	cm.queryRoute(id)
-	if err := c.do(op, cm); err != nil {
-		return Route{}, err
-	}
-	r, err := parseRoute(cm.response())
-	if err != nil {
-		return Route{}, parseErr(op, err)
-	}
-	return r, nil
+	return call(c, op, cm, nil, parseRoute)
 }
 
 // Connect sends a connection request on an id whose route is resolved
@@ -335,10 +330,7 @@ func (c *Conn) Connect(id uint32, p *ConnParam, ece ECE) error {
 	const op = "connect"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.connect(id, p, ece); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.connect(id, p, ece))
 }
 
 // Listen makes a bound id listen for connection requests, at most
@@ -360,10 +352,7 @@ func (c *Conn) Accept(id uint32, uid uint64, p *ConnParam, ece ECE) error {
 	const op = "accept"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.accept(id, uid, p, ece); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.accept(id, uid, p, ece))
 }
 
 // Reject rejects the connection request that made id, with private data
@@ -374,10 +363,7 @@ func (c *Conn) Reject(id uint32, reason uint8, private []byte) error {
 	const op = "reject"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.reject(id, reason, private); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.reject(id, reason, private))
 }
 
 // Disconnect starts tearing down the id's connection; DISCONNECTED
@@ -400,11 +386,8 @@ func (c *Conn) InitQPAttr(id, state uint32) (attr uapi.IBUverbsQPAttr, mask uint
 	cm := getCmd()
 	defer putCmd(cm)
 	cm.initQPAttr(id, state)
-	if err := c.do(op, cm); err != nil {
+	if attr, err = call(c, op, cm, nil, parseQPAttr); err != nil {
 		return attr, 0, err
-	}
-	if attr, err = parseQPAttr(cm.response()); err != nil {
-		return attr, 0, parseErr(op, err)
 	}
 	return attr, attr.QPAttrMask, nil
 }
@@ -449,10 +432,7 @@ func (c *Conn) SetOption(id, level, name uint32, val []byte) error {
 	const op = "set option"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.setOption(id, level, name, val); err != nil {
-		return inputErr(op, err)
-	}
-	return c.do(op, cm)
+	return c.send(op, cm, cm.setOption(id, level, name, val))
 }
 
 // SetTOS sets the id's type of service (RDMA_OPTION_ID_TOS), before it
@@ -522,11 +502,7 @@ func (c *Conn) MigrateID(id uint32, from *Conn) (eventsReported uint32, err erro
 	case e != 0:
 		return 0, &errs.OpError{Op: op, Device: device, Err: e}
 	}
-	n, err := parseU32(op, cm.response())
-	if err != nil {
-		return 0, parseErr(op, err)
-	}
-	return n, nil
+	return responseU32(op, cm)
 }
 
 // JoinMcast joins the id to a multicast group (join flags
@@ -537,17 +513,7 @@ func (c *Conn) JoinMcast(id uint32, uid uint64, addr Sockaddr, flags uint16) (ui
 	const op = "join mcast"
 	cm := getCmd()
 	defer putCmd(cm)
-	if err := cm.joinMcast(id, uid, addr, flags); err != nil {
-		return 0, inputErr(op, err)
-	}
-	if err := c.do(op, cm); err != nil {
-		return 0, err
-	}
-	mc, err := parseU32(op, cm.response())
-	if err != nil {
-		return 0, parseErr(op, err)
-	}
-	return mc, nil
+	return c.callU32(op, cm, cm.joinMcast(id, uid, addr, flags))
 }
 
 // LeaveMcast leaves the group a JoinMcast joined and returns how many
@@ -557,14 +523,7 @@ func (c *Conn) LeaveMcast(mcID uint32) (eventsReported uint32, err error) {
 	cm := getCmd()
 	defer putCmd(cm)
 	cm.leaveMcast(mcID)
-	if err := c.do(op, cm); err != nil {
-		return 0, err
-	}
-	n, err := parseU32(op, cm.response())
-	if err != nil {
-		return 0, parseErr(op, err)
-	}
-	return n, nil
+	return c.callU32(op, cm, nil)
 }
 
 // IsNoEvent reports whether err is GetEvent's "no event queued".
