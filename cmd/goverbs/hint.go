@@ -21,6 +21,8 @@ func hint(msg string) string {
 		}
 	}
 	switch {
+	case strings.Contains(msg, "rdma_cm: no such file or directory"): // rping: no /dev/infiniband/rdma_cm
+		return " (load the RDMA connection manager: modprobe rdma_ucm)"
 	case strings.Contains(msg, "no RDMA devices"), strings.Contains(msg, "no such RDMA device"):
 		return " (load a driver, or create a soft-RoCE device: goverbs link add rxe0 type rxe netdev IF; needs the rdma_rxe module)"
 	case strings.Contains(msg, "permission denied"), strings.Contains(msg, "operation not permitted"):

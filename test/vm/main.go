@@ -413,6 +413,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 				LibPath: libPath, TimeoutSec: 60},
 		}
 		p.Steps = append(p.Steps, demoPingpong(libPath)...)
+		p.Steps = append(p.Steps, demoRping(libPath)...)
 		perfFlags := []string{"perf", "-d", "rxe0", "-g", "1", "-t", "send_lat", "-s", "64", "-n", "2000"}
 		p.Steps = append(p.Steps,
 			plan.Step{Name: "perf send_lat: goverbs server", Argv: append([]string{"/bin/goverbs"}, perfFlags...),
@@ -587,7 +588,8 @@ func demoSummary(name string, res *vmResult, err error) bool {
 			fmt.Println("     ", row)
 		}
 	}
-	return agree && ok == 8
+	rpingOK := demoRpingSummary(res)
+	return agree && ok == 8 && rpingOK
 }
 
 func orNone(s string) string {
