@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/mlx5model"
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
@@ -40,24 +41,10 @@ import (
 //     calls after Close fail with ErrClosed;
 //   - nothing panics or hangs, no fd is left open, the model sees no fault.
 func TestRemoveDevice(t *testing.T) {
-	testutil.CheckFDLeak(t) // first: checked after every other cleanup
-	t.Setenv(rdmatest.EnvDevice, rdmatest.ModelDevice)
-	dev := rdmatest.Model(t)
-	c := rdmatest.Open(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	pd, err := c.AllocPD()
-	must(err)
-	buf, err := uverbs.AllocBuffer(1 << 16)
-	must(err)
+	dev, c, pd, buf, mr, must := removeFixture(t)
 	defer buf.Close()
 	mem := buf.Bytes()
-	mr, err := pd.RegMR(mem, rdmatest.AllAccess)
-	must(err)
+	var err error
 	waitCh, err := c.NewCompChannel() // the parked waiter's
 	must(err)
 	queuedCh, err := c.NewCompChannel() // holds an unread event at the removal
@@ -318,23 +305,9 @@ func TestRemoveDevice(t *testing.T) {
 //   - the event still waits for TryAsyncEvent, and Close still wins:
 //     calls after it return ErrClosed.
 func TestRemoveDeviceEndsDataPath(t *testing.T) {
-	testutil.CheckFDLeak(t) // first: checked after every other cleanup
-	t.Setenv(rdmatest.EnvDevice, rdmatest.ModelDevice)
-	dev := rdmatest.Model(t)
-	c := rdmatest.Open(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	pd, err := c.AllocPD()
-	must(err)
-	buf, err := uverbs.AllocBuffer(1 << 16)
-	must(err)
+	dev, c, pd, buf, mr, must := removeFixture(t)
 	defer buf.Close()
-	mr, err := pd.RegMR(buf.Bytes(), rdmatest.AllAccess)
-	must(err)
+	var err error
 	scq, err := c.NewCQ(64)
 	must(err)
 	rcq, err := c.NewCQ(64)
@@ -580,4 +553,32 @@ func deadlocked(what string) {
 	stacks = stacks[:runtime.Stack(stacks, true)]
 	go panic(fmt.Sprintf("%s\n\n%s", what, stacks)) // not the test's goroutine: no cleanups run
 	select {}
+}
+
+// removeFixture is what the removal tests start from: an fd-leak check
+// (first, so it runs after every other cleanup), the test's model device,
+// a context on it, a PD, and a 64 KiB buffer registered with every right;
+// must fails the test on an error.
+func removeFixture(t *testing.T) (dev *mlx5model.Device, c *uverbs.Context, pd *uverbs.PD, buf *uverbs.Buffer, mr *uverbs.MR, must func(error)) {
+	t.Helper()
+	testutil.CheckFDLeak(t)
+	t.Setenv(rdmatest.EnvDevice, rdmatest.ModelDevice)
+	dev = rdmatest.Model(t)
+	c = rdmatest.Open(t)
+	must = func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pd, err := c.AllocPD()
+	must(err)
+	buf, err = uverbs.AllocBuffer(1 << 16)
+	must(err)
+	mr, err = pd.RegMR(buf.Bytes(), rdmatest.AllAccess)
+	if err != nil {
+		buf.Close()
+		t.Fatal(err)
+	}
+	return dev, c, pd, buf, mr, must
 }
