@@ -69,8 +69,8 @@ func (m *udMem) close() {
 	}
 }
 
-// sendN sends n datagrams of udaddySize bytes to p, signaled, with u's
-// QPN as immediate data, and waits for their completions.
+// sendN posts n datagrams of udaddySize bytes to p, signaled, with u's
+// QPN as immediate data, WRIDs 100 on (pollSplit tells them by that).
 func (m *udMem) sendN(t *testing.T, u *rdmacm.UDConn, p rdmacm.UDPeer, n int) {
 	t.Helper()
 	copy(m.buf.Bytes()[udSendOff:], bytes.Repeat([]byte("goverbs!"), udaddySize/8+1)[:udaddySize])
@@ -85,11 +85,30 @@ func (m *udMem) sendN(t *testing.T, u *rdmacm.UDConn, p rdmacm.UDPeer, n int) {
 			t.Fatal(err)
 		}
 	}
-	for _, wc := range pollUD(t, u, n) {
-		if wc.Status != cq.Success || wc.Opcode != cq.OpSend {
+}
+
+// pollSplit polls u's CQ, which the sends and the receives share, until
+// it has sends send completions, each successful, and recvs receive
+// completions, which it returns: a peer's reply may complete before our
+// own send's completion is polled.
+func pollSplit(t *testing.T, u *rdmacm.UDConn, sends, recvs int) []cq.WC {
+	t.Helper()
+	var got []cq.WC
+	sent := 0
+	for _, wc := range pollUD(t, u, sends+recvs) {
+		switch {
+		case wc.WRID < 100: // a receive (checkRecvs checks it)
+			got = append(got, wc)
+		case wc.Status == cq.Success && wc.Opcode == cq.OpSend:
+			sent++
+		default:
 			t.Fatalf("send completion %+v", wc)
 		}
 	}
+	if sent != sends || len(got) != recvs {
+		t.Fatalf("%d send and %d receive completions, want %d and %d", sent, len(got), sends, recvs)
+	}
+	return got
 }
 
 // pollUD polls u's CQ for n completions, for at most 30 s.
@@ -169,7 +188,7 @@ func TestUdaddyServerGoverbsClient(t *testing.T) {
 	p := u.Peer()
 	t.Logf("udaddy's QP %#x, Q_Key %#x; ours %#x", p.QPN, p.QKey, u.QP().QPN())
 	m.sendN(t, u, p, udaddyCount)
-	checkRecvs(t, pollUD(t, u, udaddyCount), p.QPN)
+	checkRecvs(t, pollSplit(t, u, udaddyCount, udaddyCount), p.QPN)
 	awaitExit(t, "udaddy", done, out)
 	m.mr.Close()
 	m.mr = nil
@@ -209,6 +228,7 @@ func TestGoverbsServerUdaddyClient(t *testing.T) {
 	defer p.AH.Close()
 	t.Logf("udaddy's QP %#x (from its datagrams), Q_Key %#x; ours %#x", p.QPN, p.QKey, u.QP().QPN())
 	m.sendN(t, u, p, udaddyCount)
+	pollSplit(t, u, udaddyCount, 0)
 	awaitExit(t, "udaddy", done, out)
 	p.AH.Close()
 	m.mr.Close()
