@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -254,7 +255,7 @@ func qpOn(t testing.TB, id *ID) *uverbs.QP {
 // dropped; closing everything brings rxe0's cm_id and QP counts back.
 func TestRequestsNeverLeak(t *testing.T) {
 	requireCM(t)
-	base := rxeCounts(t)
+	base := rdmatest.RXECounts(t)
 	func() {
 		l := listen(t, 12, nil)
 		dials := make(chan error, 3)

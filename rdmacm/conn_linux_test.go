@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -246,7 +247,7 @@ func TestManyConnections(t *testing.T) {
 	c0, s0 := pair(t, l, nil)
 	_, _ = c0, s0
 	fds := countFDs(t)
-	base := rxeCounts(t)
+	base := rdmatest.RXECounts(t)
 	start := time.Now()
 	const n = 200
 	for i := range n {

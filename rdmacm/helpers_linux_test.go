@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
-	"github.com/goverbs/goverbs/internal/netlink"
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/internal/ucma"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -136,30 +136,13 @@ func poll(t testing.TB, c *Conn, n int) []cq.WC {
 	return out
 }
 
-// rxeCounts returns the kernel's resource counts on rxe0 (RDMA netlink:
-// "rdma resource show").
-func rxeCounts(t testing.TB) map[string]uint64 {
-	t.Helper()
-	all, err := netlink.RDMAResourceSummary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range all {
-		if r.Device == "rxe0" {
-			return r.Counts
-		}
-	}
-	t.Fatalf("rdma resource show lists no rxe0: %+v", all)
-	return nil
-}
-
 // waitCounts waits up to stepWait for rxe0's resource counts to be want
 // (the kernel destroys a CM id's state asynchronously).
 func waitCounts(t testing.TB, want map[string]uint64) {
 	t.Helper()
 	deadline := time.Now().Add(stepWait)
 	for {
-		got := rxeCounts(t)
+		got := rdmatest.RXECounts(t)
 		diff := ""
 		for k, v := range want {
 			if got[k] != v {

@@ -23,7 +23,7 @@ import (
 // and the Buffer under the dead MR can be freed.
 func TestContextCloseFreesEverything(t *testing.T) {
 	testutil.RequireDevice(t, testutil.DevicePath)
-	before := rxeCounts(t)
+	before := rdmatest.RXECounts(t)
 	c, err := uverbs.Open("rxe0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestContextCloseFreesEverything(t *testing.T) {
 		GRH: uverbs.GlobalRoute{DGID: rdmatest.GID(t, 1), SGIDIndex: 1, HopLimit: 64}})
 	must(err)
 
-	during := rxeCounts(t)
+	during := rdmatest.RXECounts(t)
 	for _, k := range []string{"ctx", "pd", "cq", "qp", "mr"} {
 		if _, ok := before[k]; ok && during[k] <= before[k] {
 			t.Errorf("%s count %d with the objects open, %d before: the counts miss them", k, during[k], before[k])
@@ -71,7 +71,7 @@ func TestContextCloseFreesEverything(t *testing.T) {
 		t.Fatalf("Context.Close: %v", err)
 	}
 	var after map[string]uint64
-	if !waitUntil(10*time.Second, func() bool { after = rxeCounts(t); return cmp.Equal(before, after) }) {
+	if !waitUntil(10*time.Second, func() bool { after = rdmatest.RXECounts(t); return cmp.Equal(before, after) }) {
 		t.Errorf("resources of rxe0 after Context.Close (-before +after):\n%s\nwith the objects open: %v\n"+
 			"mappings of the uverbs device still in the process (each holds its file, so the kernel has not released the context):\n%s",
 			cmp.Diff(before, after), during, uverbsMappings(t))

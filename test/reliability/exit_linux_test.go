@@ -14,6 +14,7 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -27,10 +28,10 @@ import (
 func TestProcessExitLeaksNothing(t *testing.T) {
 	testutil.RequireDevice(t, testutil.DevicePath)
 	for _, role := range []string{"leak-exit", "leak-kill", "leak-exit"} {
-		before := rxeCounts(t)
+		before := rdmatest.RXECounts(t)
 		c := startChild(t, role)
 		c.expect(t, "READY")
-		during := rxeCounts(t)
+		during := rdmatest.RXECounts(t)
 		for _, k := range []string{"ctx", "pd", "cq", "qp", "mr"} {
 			if _, ok := before[k]; ok && during[k] <= before[k] {
 				t.Errorf("%s: %s count %d while the child runs, %d before: the counts miss its objects", role, k, during[k], before[k])
@@ -49,7 +50,7 @@ func TestProcessExitLeaksNothing(t *testing.T) {
 			t.Errorf("%s: child: %v\n%s", role, err, out)
 		}
 		var after map[string]uint64
-		if !waitUntil(10*time.Second, func() bool { after = rxeCounts(t); return cmp.Equal(before, after) }) {
+		if !waitUntil(10*time.Second, func() bool { after = rdmatest.RXECounts(t); return cmp.Equal(before, after) }) {
 			t.Errorf("%s: resources of rxe0 after the child exited (-before +after):\n%s\nwhile it ran: %v",
 				role, cmp.Diff(before, after), during)
 		} else {

@@ -123,23 +123,6 @@ func (c *child) wait(t *testing.T) (string, error) {
 	return strings.Join(c.lines, "\n"), err
 }
 
-// rxeCounts returns the kernel's resource counts of rxe0 (RDMA netlink
-// RES_GET: "rdma resource show").
-func rxeCounts(t *testing.T) map[string]uint64 {
-	t.Helper()
-	all, err := netlink.RDMAResourceSummary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range all {
-		if r.Device == "rxe0" {
-			return r.Counts
-		}
-	}
-	t.Fatalf("rdma resource show lists no rxe0: %+v", all)
-	return nil
-}
-
 // rxePresent reports whether RDMA netlink lists rxe0.
 func rxePresent() (bool, error) {
 	devs, err := netlink.RDMADevices()
