@@ -14,31 +14,20 @@ import (
 func demoRping(libPath string) []plan.Step {
 	ours := []string{"/bin/goverbs", "rping"}
 	theirs := []string{"/usr/bin/rping"}
+	sides := demoSides{ours[0], libPath}
 	var steps []plan.Step
 	port := 7174
 	for _, dir := range []struct{ server, client []string }{{ours, theirs}, {theirs, ours}} {
 		port++
 		flags := []string{"-a", "192.0.2.1", "-p", fmt.Sprint(port)}
-		name := func(argv []string) string {
-			if argv[0] == ours[0] {
-				return "goverbs"
-			}
-			return "rdma-core"
-		}
-		lib := func(argv []string) string {
-			if argv[0] == theirs[0] {
-				return libPath
-			}
-			return ""
-		}
 		srv := append(append(append([]string{}, dir.server...), "-s"), flags...)
 		cli := append(append(append([]string{}, dir.client...), "-c"), flags...)
 		cli = append(cli, "-C", "100", "-V", "-v")
 		steps = append(steps,
-			plan.Step{Name: fmt.Sprintf("rping: %s server", name(srv)), Argv: srv, LibPath: lib(srv),
-				Background: true, Prefix: fmt.Sprintf("  rping %s server| ", name(srv)), TimeoutSec: 120},
-			plan.Step{Name: fmt.Sprintf("rping: %s client", name(cli)), Argv: cli, LibPath: lib(cli),
-				DelayMs: 1000, Prefix: fmt.Sprintf("  rping %s client| ", name(cli)), TimeoutSec: 120})
+			plan.Step{Name: fmt.Sprintf("rping: %s server", sides.name(srv)), Argv: srv, LibPath: sides.lib(srv),
+				Background: true, Prefix: fmt.Sprintf("  rping %s server| ", sides.name(srv)), TimeoutSec: 120},
+			plan.Step{Name: fmt.Sprintf("rping: %s client", sides.name(cli)), Argv: cli, LibPath: sides.lib(cli),
+				DelayMs: 1000, Prefix: fmt.Sprintf("  rping %s client| ", sides.name(cli)), TimeoutSec: 120})
 	}
 	return steps
 }
@@ -60,4 +49,22 @@ func demoRpingSummary(res *vmResult) bool {
 		}
 	}
 	return ok == 4
+}
+
+// demoSides tells a demo's two programs apart: goverbs' (ours, a static
+// binary) and rdma-core's, which runs with the guest's libraries.
+type demoSides struct{ ours, libPath string }
+
+func (d demoSides) name(argv []string) string {
+	if argv[0] == d.ours {
+		return "goverbs"
+	}
+	return "rdma-core"
+}
+
+func (d demoSides) lib(argv []string) string {
+	if argv[0] == d.ours {
+		return ""
+	}
+	return d.libPath
 }

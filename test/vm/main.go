@@ -485,6 +485,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 func demoPingpong(libPath string) []plan.Step {
 	ours := []string{"/bin/goverbs", "pingpong"}
 	theirs := []string{"/usr/bin/ibv_rc_pingpong"}
+	sides := demoSides{ours[0], libPath}
 	var steps []plan.Step
 	port := 18515
 	for _, events := range []bool{false, true} {
@@ -496,25 +497,13 @@ func demoPingpong(libPath string) []plan.Step {
 				flags = append(flags, "-e")
 				mode = "events"
 			}
-			name := func(argv []string) string {
-				if argv[0] == ours[0] {
-					return "goverbs"
-				}
-				return "rdma-core"
-			}
-			lib := func(argv []string) string {
-				if argv[0] == theirs[0] {
-					return libPath
-				}
-				return ""
-			}
 			srv := append(append([]string{}, dir.server...), flags...)
 			cli := append(append(append([]string{}, dir.client...), flags...), "127.0.0.1")
 			steps = append(steps,
-				plan.Step{Name: fmt.Sprintf("pingpong %s: %s server", mode, name(srv)), Argv: srv, LibPath: lib(srv),
-					Background: true, Prefix: fmt.Sprintf("  %s %s server| ", mode, name(srv)), TimeoutSec: 120},
-				plan.Step{Name: fmt.Sprintf("pingpong %s: %s client", mode, name(cli)), Argv: cli, LibPath: lib(cli),
-					DelayMs: 1000, Prefix: fmt.Sprintf("  %s %s client| ", mode, name(cli)), TimeoutSec: 120})
+				plan.Step{Name: fmt.Sprintf("pingpong %s: %s server", mode, sides.name(srv)), Argv: srv, LibPath: sides.lib(srv),
+					Background: true, Prefix: fmt.Sprintf("  %s %s server| ", mode, sides.name(srv)), TimeoutSec: 120},
+				plan.Step{Name: fmt.Sprintf("pingpong %s: %s client", mode, sides.name(cli)), Argv: cli, LibPath: sides.lib(cli),
+					DelayMs: 1000, Prefix: fmt.Sprintf("  %s %s client| ", mode, sides.name(cli)), TimeoutSec: 120})
 		}
 	}
 	return steps
