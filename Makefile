@@ -185,7 +185,7 @@ vmtest: tools
 # goverbs against rdma-core, one VM per kernel: the Go benchmarks on real rxe
 # rings (test/bench) beside the same loops in C (test/bench/testdata/cbench.c,
 # built with the host's gcc), perftest beside goverbs perf, ibv_rc_pingpong
-# beside goverbs pingpong; then the mlx5 provider's benchmarks on the host.
+# beside goverbs pingpong, cmtime beside goverbs cmtime; then the mlx5 provider's benchmarks on the host.
 # Writes docs/performance-results.md and docs/performance.svg (not with RUN).
 # Then it counts the Go benchmarks and their C twins in instructions, in one
 # more 6.1 VM under QEMU's -icount (a measure that repeats, where TCG's

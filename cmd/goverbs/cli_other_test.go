@@ -39,7 +39,7 @@ func TestUnsupportedCommands(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"devices", "devinfo", "link", "pingpong", "perf", "rping"} {
+	for _, name := range []string{"devices", "devinfo", "link", "pingpong", "perf", "rping", "cmtime"} {
 		if _, ok := commands[name]; !ok {
 			t.Errorf("command %s is not registered", name)
 		}

@@ -11,6 +11,7 @@
 //	goverbs pingpong [flags] [server]     RC or UD ping-pong, wire-compatible with ibv_rc_pingpong and ibv_ud_pingpong
 //	goverbs perf [-t TEST] [flags] [server]   latency and bandwidth, as perftest's ib_{send,write}_{lat,bw}
 //	goverbs rping -s|-c [-vVd] [-a ADDR] [-p PORT] [-C N] [-S SIZE]   RDMA READ/WRITE ping by IP address, wire-compatible with rping
+//	goverbs cmtime [-s SERVER | -b ADDR] [-c N] [-p PORT]   time connection setup and teardown, as rdma-core's cmtime
 //
 // pingpong and perf change no thread's CPUs or priority: like perftest,
 // they leave placement to the user (taskset). -cpu N pins the polling

@@ -23,7 +23,8 @@ import (
 // beside the same loops in C (test/bench/testdata/cbench.c), then
 // rdma-core's tools beside goverbs' with the same parameters: perftest's
 // ib_{send,write}_{lat,bw} against goverbs perf, ibv_rc_pingpong against
-// goverbs pingpong. Each pair runs in both orders (rdma-core, goverbs,
+// goverbs pingpong, librdmacm's cmtime against goverbs cmtime (connection
+// setup and teardown by rdmacm). Each pair runs in both orders (rdma-core, goverbs,
 // goverbs, rdma-core) to cancel drift. The host turns the console into
 // ratio tables in docs/performance-results.md and a chart,
 // docs/performance.svg; a run under -qemuicount writes its instruction
@@ -36,8 +37,8 @@ var noCheckptr bool
 var (
 	flagBenchRounds = flag.Int("benchrounds", 2, "bench mode: rounds of each rdma-core/goverbs pair; each round runs both orders (C, Go, Go, C), and the tables take the median")
 	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best; 0 runs none of them and writes no tables")
-	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong); false runs only the Go benchmarks and their C twins")
-	flagBenchPairs  = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong) matches this `regexp`; the tables are then not written")
+	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong, cmtime); false runs only the Go benchmarks and their C twins")
+	flagBenchPairs  = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong, cmtime) matches this `regexp`; the tables are then not written")
 	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
 )
 
@@ -82,6 +83,10 @@ const bwIters = 5000
 // pingpongIters is the length of each ibv_rc_pingpong run (its default
 // size, 4096 bytes, and receive depth, 500).
 const pingpongIters = 2000
+
+// cmtimeConns is how many connections each cmtime run makes at once and
+// then closes (cmtime's default).
+const cmtimeConns = 100
 
 // benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
 const benchGuestCBench = "/bin/cbench"
@@ -223,6 +228,24 @@ func toolSteps(libPath string, prof func(string) string) []plan.Step {
 	}
 	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(pingpongIters)}
 	pair("pingpong", append([]string{"/usr/bin/ibv_rc_pingpong"}, pp...), append([]string{"/bin/goverbs", "pingpong"}, pp...))
+	// cmtime's server serves until it is stopped (after its client), and
+	// its client names the server with -s.
+	for r := 0; benchPairWanted("cmtime") && r < *flagBenchRounds; r++ {
+		for i, side := range []string{"c", "go", "go", "c"} {
+			port++
+			argv, lib := []string{"/bin/goverbs", "cmtime"}, ""
+			if side == "c" {
+				argv, lib = []string{"/usr/bin/cmtime"}, libPath
+			}
+			argv = append(argv, "-p", fmt.Sprint(port))
+			tag := fmt.Sprintf("bench cmtime %s #%d", side, 4*r+i)
+			steps = append(steps,
+				plan.Step{Name: tag + " server", Argv: append(slices.Clone(argv), "-b", "192.0.2.1"), LibPath: lib, Background: true, StopAfterNext: true,
+					Prefix: "  " + tag + " server| ", TimeoutSec: 120},
+				plan.Step{Name: tag + " client", Argv: append(argv, "-s", "192.0.2.1", "-c", fmt.Sprint(cmtimeConns)), LibPath: lib,
+					DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters})
+		}
+	}
 	// Profiles need longer runs than the pairs (100 samples a second):
 	// one goverbs perf run per test, 25 times as long, outside the tables.
 	for _, bp := range benchPairs {
@@ -276,6 +299,9 @@ var benchFigures = map[string][]benchFigure{
 	"bw":  {{"BW average [MB/s]", 3, false, 0}, {"MsgRate [Mpps]", 4, false, 1}},
 	// ibv_rc_pingpong's last two lines, as (value, unit) pairs.
 	"pingpong": {{"usec/iter", 0, true, 1}, {"Mbit/sec", 1, false, 1}},
+	// cmtime's steps summed per connection: those that make a connection
+	// (rdmacm.Dial), those that end it (Conn.Close), and all.
+	"cm": {{"setup [µs/conn]", 0, true, 0}, {"teardown [µs/conn]", 1, true, 0}, {"total [µs/conn]", 2, true, 1}},
 }
 
 // microTargets are the ratios goverbs / rdma-core the Go benchmarks must
@@ -355,6 +381,9 @@ var (
 	benchRow = regexp.MustCompile(`bench (\w+) (c|go) #\d+ client\|\s+(\d[\d.\s]*)$`)
 	// ibv_rc_pingpong's and goverbs pingpong's summary lines.
 	pingpongRow = regexp.MustCompile(`bench pingpong (c|go) #\d+ client\|\s*\d+ (?:iters|bytes) in [\d.]+ seconds = ([\d.]+) (usec/iter|Mbit/sec)$`)
+	// A step of cmtime's report, and of goverbs cmtime's: its name, total
+	// ms, max ms, min µs and µs per connection.
+	cmtimeRow = regexp.MustCompile(`bench cmtime (c|go) #(\d+) client\|([a-z ]+?) *: +[\d.]+ +[\d.]+ +[\d.]+ +([\d.]+)$`)
 	// "BenchmarkPollDrain/batch=1-2   662   178241 ns/op   661.4 ns/CQE   0 B/op   0 allocs/op".
 	goBenchRow = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 	// "cbench PollEmpty 1000000 95.3 ns/op".
@@ -371,8 +400,29 @@ func parseBench(console []string) *benchResult {
 		}
 		return r.ToolGo
 	}
+	// cmtime's steps, summed per run: setup, teardown, total (µs/conn).
+	cmRuns := map[string]*[3]float64{}
+	var cmOrder []string
 	for _, l := range console {
 		l = strings.TrimRight(l, " \t\r")
+		if m := cmtimeRow.FindStringSubmatch(l); m != nil {
+			v, err := strconv.ParseFloat(m[4], 64)
+			if err != nil {
+				continue
+			}
+			run := m[1] + " " + m[2]
+			if cmRuns[run] == nil {
+				cmRuns[run] = &[3]float64{}
+				cmOrder = append(cmOrder, run)
+			}
+			part := 0
+			if step := strings.TrimSpace(m[3]); step == "disconnect" || step == "destroy" {
+				part = 1
+			}
+			cmRuns[run][part] += v
+			cmRuns[run][2] += v
+			continue
+		}
 		if m := goBenchRow.FindStringSubmatch(l); m != nil {
 			f := strings.Fields(m[2])
 			for i := 0; i+1 < len(f); i += 2 {
@@ -427,6 +477,13 @@ func parseBench(console []string) *benchResult {
 			}
 		}
 	}
+	for _, run := range cmOrder {
+		side, _, _ := strings.Cut(run, " ")
+		for _, f := range benchFigures["cm"] {
+			k := "cmtime/" + f.name
+			tool(side)[k] = append(tool(side)[k], cmRuns[run][f.col])
+		}
+	}
 	return r
 }
 
@@ -434,6 +491,8 @@ func toolKind(test string) string {
 	switch {
 	case test == "pingpong":
 		return "pingpong"
+	case test == "cmtime":
+		return "cm"
 	case strings.HasSuffix(test, "_bw"):
 		return "bw"
 	}
@@ -612,6 +671,7 @@ func (r *benchResult) toolRows() []toolRow {
 		add(bp.test, fmt.Sprintf("%s %dB", bp.test, bp.size))
 	}
 	add("pingpong", "rc_pingpong 4096B")
+	add("cmtime", fmt.Sprintf("cmtime %d connections", cmtimeConns))
 	return rows
 }
 
@@ -795,13 +855,14 @@ func writePerformance(root string, results []*benchResult, mlx5 string) error {
 		"or across runs; how to read them: [PERFORMANCE.md](PERFORMANCE.md). The Go benchmarks ran %d times, each run between two runs of their C twins, "+
 		"and each side's figure is its best run (load on the host only adds time). Each tool pair ran in "+
 		"the order rdma-core, goverbs, goverbs, rdma-core (%d round(s)); each figure is the median "+
-		"of its runs, each run %d iterations long for the latency pairs, %d for the bandwidth pairs and %d for the ping-pong. Targets: latency (median and p99) ≤ 1.0×, message rate ≥ 1.0×, poll per "+
+		"of its runs, each run %d iterations long for the latency pairs, %d for the bandwidth pairs and %d for the ping-pong; cmtime makes %d connections at once, then closes them. "+
+		"Targets: latency (median and p99) ≤ 1.0×, message rate ≥ 1.0×, connection setup and teardown ≤ 1.0×, poll per "+
 		"CQE ≤ 0.9×, empty poll ≤ 0.8×, no allocations.\n\n![goverbs against rdma-core](performance.svg)\n\n",
 		time.Now().UTC().Format("2006-01-02"), qemuCPU("bench"), max(*flagBenchMicro, 1), *flagBenchRounds,
-		latIters, bwIters, pingpongIters)
+		latIters, bwIters, pingpongIters, cmtimeConns)
 	for _, r := range results {
 		fmt.Fprintf(&b, "## %s\n\nHot paths: the Go benchmarks (test/bench) and the same loops in C through libibverbs (test/bench/testdata/cbench.c):\n\n%s\n", r.Kernel, r.microTable())
-		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, same parameters:\n\n%s\n", r.toolTable())
+		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, librdmacm's `cmtime` beside `goverbs cmtime`, same parameters:\n\n%s\n", r.toolTable())
 	}
 	fmt.Fprintf(&b, "## mlx5 provider, the test playing the device (provider/mlx5/bench_linux_test.go)\n\n%s\n", mlx5)
 	return writeGenerated(filepath.Join(root, resultsFile), "goverbs against rdma-core, side by side (`make bench`)", b.String())

@@ -37,6 +37,16 @@ var benchConsole = []string{
 	"  bench pingpong c #0 client| 2000 iters in 0.10 seconds = 50.00 usec/iter",
 	"  bench pingpong go #1 client| 8192000 bytes in 0.08 seconds = 819.20 Mbit/sec",
 	"  bench pingpong go #1 client| 2000 iters in 0.08 seconds = 40.00 usec/iter",
+	"  bench cmtime c #0 client|step              total ms     max ms     min us  us / conn",
+	"  bench cmtime c #0 client|create id    :        1.00       0.10       5.00      10.00",
+	"  bench cmtime c #0 client|resolve addr :       10.00       5.00      50.00     100.00",
+	"  bench cmtime c #0 client|connect      :      100.00      50.00     500.00    1000.00",
+	"  bench cmtime c #0 client|disconnect   :       50.00      20.00     200.00     500.00",
+	"  bench cmtime c #0 client|destroy      :        5.00       1.00       2.00      50.00",
+	"  bench cmtime go #1 client|step              total ms     max ms     min us  us / conn",
+	"  bench cmtime go #1 client|connect      :      120.00      60.00     400.00    1200.00",
+	"  bench cmtime go #1 client|disconnect   :       40.00      20.00     100.00     400.00",
+	"  bench cmtime go #1 client|100 connections: 1600.00 us per connection, setup and teardown",
 }
 
 func TestParseBench(t *testing.T) {
@@ -49,11 +59,13 @@ func TestParseBench(t *testing.T) {
 			"send_lat/t_typical [µs]": {14.25, 14.18}, "send_lat/t_avg [µs]": {15.42, 15.46}, "send_lat/99% [µs]": {41.03, 46.07},
 			"send_bw/BW average [MB/s]": {44}, "send_bw/MsgRate [Mpps]": {0.011269},
 			"pingpong/usec/iter": {50}, "pingpong/Mbit/sec": {655.36},
+			"cmtime/setup [µs/conn]": {1110}, "cmtime/teardown [µs/conn]": {550}, "cmtime/total [µs/conn]": {1660},
 		},
 		ToolGo: map[string][]float64{
 			"send_lat/t_typical [µs]": {15.41, 16}, "send_lat/t_avg [µs]": {27.93, 25.96}, "send_lat/99% [µs]": {173.74, 212.29},
 			"send_bw/BW average [MB/s]": {33}, "send_bw/MsgRate [Mpps]": {0.009746},
 			"pingpong/usec/iter": {40}, "pingpong/Mbit/sec": {819.2},
+			"cmtime/setup [µs/conn]": {1200}, "cmtime/teardown [µs/conn]": {400}, "cmtime/total [µs/conn]": {1600},
 		},
 	}
 	if diff := cmp.Diff(want, r, cmp.AllowUnexported(benchResult{})); diff != "" {
@@ -80,6 +92,8 @@ func TestBenchTables(t *testing.T) {
 		"| rc_pingpong 4096B | usec/iter | 50.0 | 40.0 | 0.80× | ≤ 1.0× met |",
 		"| rc_pingpong 4096B | Mbit/sec | 655 | 819 | 1.25× | ≥ 1.0× met |",
 		"| write_lat 64B | t_typical [µs] | – | – | missing |  |",
+		"| cmtime 100 connections | total [µs/conn] | 1660 | 1600 | 0.96× | ≤ 1.0× met |",
+		"| cmtime 100 connections | setup [µs/conn] | 1110 | 1200 | 1.08× |  |",
 	} {
 		if !strings.Contains(tools, want) {
 			t.Errorf("tool table lacks %q:\n%s", want, tools)
@@ -214,8 +228,8 @@ func TestBenchPairsFlag(t *testing.T) {
 		t.Error("partialBench with make bench's flags")
 	}
 	all := tests()
-	if len(all) != 5 {
-		t.Errorf("tool pairs with no -benchpairs: %v, want five tests", all)
+	if len(all) != 6 {
+		t.Errorf("tool pairs with no -benchpairs: %v, want six tests", all)
 	}
 	*flagBenchPairs = "^pingpong$"
 	got := tests()
@@ -233,15 +247,22 @@ func TestBenchPairsFlag(t *testing.T) {
 	ports := map[string]bool{}
 	for _, s := range toolSteps("/lib", func(string) string { return "" }) {
 		test := strings.Fields(s.Name)[1]
-		want := strconv.Itoa(bwIters)
+		flag, want := "-n", strconv.Itoa(bwIters)
 		switch {
+		case test == "cmtime" && s.Background: // the server: until stopped
+			flag, want = "-b", "192.0.2.1"
+			if !s.StopAfterNext {
+				t.Errorf("%s: not stopped after its client", s.Name)
+			}
+		case test == "cmtime":
+			flag, want = "-c", strconv.Itoa(cmtimeConns)
 		case strings.HasSuffix(test, "_lat"):
 			want = strconv.Itoa(latIters)
 		case test == "pingpong":
 			want = strconv.Itoa(pingpongIters)
 		}
-		if i := slices.Index(s.Argv, "-n"); i < 0 || s.Argv[i+1] != want {
-			t.Errorf("%s: %v, want -n %s", s.Name, s.Argv, want)
+		if i := slices.Index(s.Argv, flag); i < 0 || s.Argv[i+1] != want {
+			t.Errorf("%s: %v, want %s %s", s.Name, s.Argv, flag, want)
 		}
 		if s.Background {
 			p := s.Argv[slices.Index(s.Argv, "-p")+1]

@@ -96,19 +96,33 @@ func run() int {
 	}
 	rc := 0
 	var bg []chan int
+	var stops []chan struct{} // the StopAfterNext steps' since the last foreground step
 	for _, s := range p.Steps {
 		if s.DelayMs > 0 {
 			time.Sleep(time.Duration(s.DelayMs) * time.Millisecond)
 		}
 		if s.Background {
 			done := make(chan int, 1)
-			go func(s plan.Step) { done <- step(&p, s) }(s)
+			var stop chan struct{}
+			if s.StopAfterNext {
+				stop = make(chan struct{})
+				stops = append(stops, stop)
+			}
+			go func(s plan.Step) { done <- step(&p, s, stop) }(s)
 			bg = append(bg, done)
 			continue
 		}
-		if code := step(&p, s); code != 0 && rc == 0 {
+		code := step(&p, s, nil)
+		for _, stop := range stops {
+			close(stop)
+		}
+		stops = nil
+		if code != 0 && rc == 0 {
 			rc = code
 		}
+	}
+	for _, stop := range stops {
+		close(stop)
 	}
 	for _, done := range bg { // each has its own time limit
 		if code := <-done; code != 0 && rc == 0 {
@@ -225,7 +239,9 @@ func waitFor(path string, limit time.Duration) error {
 	}
 }
 
-func step(p *plan.Plan, s plan.Step) int {
+// step runs s; a close of stop interrupts it (SIGINT), and its end by
+// that signal, or its exit 0, is then success.
+func step(p *plan.Plan, s plan.Step, stop <-chan struct{}) int {
 	fmt.Printf("init: === %s: %s\n", s.Name, strings.Join(s.Argv, " "))
 	ctx := context.Background()
 	if s.TimeoutSec > 0 {
@@ -254,7 +270,31 @@ func step(p *plan.Plan, s plan.Step) int {
 		before = readCounters(s.Counters)
 	}
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	stopped := make(chan bool, 1)
+	if err == nil {
+		exited := make(chan struct{})
+		go func() {
+			select {
+			case <-stop: // nil: never
+				stopped <- true
+				cmd.Process.Signal(os.Interrupt)
+			case <-exited:
+				stopped <- false
+			}
+		}()
+		err = cmd.Wait()
+		close(exited)
+		if <-stopped {
+			fmt.Printf("init: %s: interrupted after the next step, as planned\n", s.Name)
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGINT {
+					err = nil // the interrupt ended it
+				}
+			}
+		}
+	}
 	took := time.Since(start).Round(time.Millisecond)
 	if s.Counters != "" {
 		printCounters(s.Name, before, readCounters(s.Counters))

@@ -73,6 +73,11 @@ type Step struct {
 	// (a server for the next step's client); /init waits for it after the
 	// last step, within its time limit.
 	Background bool
+	// StopAfterNext, for a Background step, interrupts it (SIGINT) once
+	// the next step that is not Background ends, and counts its end by
+	// that signal as success: a server that serves until it is stopped,
+	// as rdma-core's cmtime does.
+	StopAfterNext bool
 	// Prefix, if set, starts each line of the step's output, to tell
 	// apart steps that run at once.
 	Prefix string

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/rdmacm"
+)
+
+// TestCLICmtime runs goverbs cmtime against itself over rxe0's
+// 192.0.2.1: 20 connections made at once and closed at once, the report
+// read back, the server stopped by its context; no fd outlives them.
+func TestCLICmtime(t *testing.T) {
+	testutil.RequireDevice(t, testutil.DevicePath)
+	testutil.RequireDevice(t, "/dev/infiniband/rdma_cm")
+	testutil.CheckFDLeak(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srvCtx, stop := context.WithCancel(ctx)
+	var srvOut, srvErr bytes.Buffer
+	srvDone := make(chan int, 1)
+	go func() { srvDone <- cmtimeTo(srvCtx, &srvOut, &srvErr, []string{"-b", "192.0.2.1", "-p", "7190"}) }()
+	// One connection first, until the server listens (refused before).
+	for i := 0; ; i++ {
+		conn, err := rdmacm.Dial(ctx, "192.0.2.1:7190", nil)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || i == 50 {
+			stop()
+			<-srvDone
+			t.Fatalf("dial (attempt %d): %v\nserver: %s%s", i+1, err, srvOut.String(), srvErr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var out, errOut bytes.Buffer
+	st := cmtimeTo(ctx, &out, &errOut, []string{"-s", "192.0.2.1", "-p", "7190", "-c", "20"})
+	stop()
+	if srvSt := <-srvDone; srvSt != 0 || srvErr.Len() != 0 {
+		t.Errorf("server: status %d\n%s%s", srvSt, srvOut.String(), srvErr.String())
+	}
+	if st != 0 || errOut.Len() != 0 {
+		t.Fatalf("client: status %d\n%s%s", st, out.String(), errOut.String())
+	}
+	t.Logf("client:\n%s", out.String())
+	row := `\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\d\n`
+	if !regexp.MustCompile(`^step +total ms +max ms +min us +us / conn\nconnect +:` + row + `disconnect +:` + row +
+		`20 connections: \d+\.\d\d us per connection, setup and teardown\n$`).MatchString(out.String()) {
+		t.Errorf("client's report:\n%s", out.String())
+	}
+	if got, want := srvOut.String(), "21 connections served\n"; got != want { // the first, then 20
+		t.Errorf("server printed %q, want %q", got, want)
+	}
+}
