@@ -6,24 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-func init() {
-	register("cmtime", cmtimeSummary, func(args []string) int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return cmtimeTo(ctx, os.Stdout, os.Stderr, args)
-	})
-}
+func init() { registerInterruptible("cmtime", cmtimeSummary, cmtimeTo) }
 
 // cmtime, as rdma-core's: the client makes every connection at once and
 // waits for them all, then closes them all at once; the server accepts

@@ -25,9 +25,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"sort"
+	"syscall"
 )
 
 // command is one subcommand: it gets its arguments (without its name)
@@ -41,6 +45,17 @@ var commands = map[string]command{}
 
 func register(name, summary string, run func([]string) int) {
 	commands[name] = command{run: run, summary: summary}
+}
+
+// registerInterruptible registers a command that runs until its work is
+// done or the process is interrupted (SIGINT or SIGTERM), which ends its
+// context.
+func registerInterruptible(name, summary string, run func(ctx context.Context, stdout, stderr io.Writer, args []string) int) {
+	register(name, summary, func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return run(ctx, os.Stdout, os.Stderr, args)
+	})
 }
 
 func usage() {

@@ -7,23 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-func init() {
-	register("rping", rpingSummary, func(args []string) int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return rpingTo(ctx, os.Stdout, os.Stderr, args)
-	})
-}
+func init() { registerInterruptible("rping", rpingSummary, rpingTo) }
 
 // rping, as rdma-core's: the client SENDs the address, rkey and size of
 // its start buffer; the server RDMA READs it into its own buffer and
