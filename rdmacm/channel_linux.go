@@ -188,19 +188,18 @@ func (ch *EventChannel) Wait(ctx context.Context) (*Event, error) {
 		if ch.closed.Load() {
 			return nil, &OpError{Op: op, Device: "rdma_cm", Err: ErrClosed}
 		}
-		if !ch.readEvent(0) { // nothing queued: park
-			if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil { // an event already queued, or the end
+			if !ch.readEvent(0) {
 				return nil, &OpError{Op: op, Device: "rdma_cm", Err: ctxErr(err)}
 			}
-			if err := ch.rd.Wait(ctx, ch.readFn); err != nil {
-				switch {
-				case ch.closed.Load():
-					err = ErrClosed
-				case err == ctx.Err():
-					err = ctxErr(err)
-				}
-				return nil, &OpError{Op: op, Device: "rdma_cm", Err: err}
+		} else if err := ch.rd.Wait(ctx, ch.readFn); err != nil { // its first read is before it parks
+			switch {
+			case ch.closed.Load():
+				err = ErrClosed
+			case err == ctx.Err():
+				err = ctxErr(err)
 			}
+			return nil, &OpError{Op: op, Device: "rdma_cm", Err: err}
 		}
 		if ch.kerr != nil {
 			return nil, rewrap(op, "rdma_cm", ch.closedErr(ch.kerr))

@@ -46,6 +46,7 @@ type Context struct {
 	qps     map[*QP]struct{}         // the QPs created and not destroyed; nil once closed
 	chMu    sync.Mutex               // guards chans, changed by calls holding mu for reading
 	chans   map[*cq.Channel]struct{} // the channels created, for Close to end; nil once closed
+	chSweep int                      // guarded by chMu: how large chans grows before closed ones are swept out
 	cleanup runtime.Cleanup
 }
 

@@ -30,10 +30,16 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 	}
 	ch := v.(*cq.Channel)
 	c.chMu.Lock()
-	for o := range c.chans { // forget those closed since: creation is rare
-		if cqseam.Closed(o) {
-			delete(c.chans, o)
+	// Forget those closed since, once the set has doubled since the last
+	// time: each creation's share of the sweep stays constant however
+	// many channels are open (a server's connections each have one).
+	if len(c.chans) >= c.chSweep {
+		for o := range c.chans {
+			if cqseam.Closed(o) {
+				delete(c.chans, o)
+			}
 		}
+		c.chSweep = 2*len(c.chans) + 8
 	}
 	c.chans[ch] = struct{}{}
 	c.chMu.Unlock()

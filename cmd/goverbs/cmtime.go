@@ -23,6 +23,7 @@ type cmtimeConfig struct {
 	bind   string // -b: the address to listen on (the server side)
 	conns  int
 	port   int
+	prof   string // -cpuprofile: a pprof CPU profile of the run
 }
 
 // cmtimeFlags parses cmtime's command line: -s server or -b bind, -c
@@ -35,6 +36,7 @@ func cmtimeFlags(stderr io.Writer, args []string) (*cmtimeConfig, bool) {
 	fs.StringVar(&c.bind, "b", "", "the `address` to listen on (the server side; default all IPv4 addresses)")
 	fs.IntVar(&c.conns, "c", cmtimeConns, "`connections` to make, all at once (the client side)")
 	fs.IntVar(&c.port, "p", cmtimePort, "the server's `port`")
+	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs cmtime [-b addr] [-p port]                 (server: accept until interrupted)")
 		fmt.Fprintln(fs.Output(), "       goverbs cmtime -s addr [-c connections] [-p port]  (client: connect them all, then close them all)")

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/rdmacm"
@@ -26,6 +28,17 @@ func cmtimeTo(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 	c, ok := cmtimeFlags(stderr, args)
 	if !ok {
 		return 2
+	}
+	if c.prof != "" {
+		f, err := os.Create(c.prof)
+		if err != nil {
+			return failTo(stderr, "cmtime: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return failTo(stderr, "cmtime: %v", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var err error
 	if c.server != "" {
@@ -116,24 +129,32 @@ func cmtimeServer(ctx context.Context, out, errOut io.Writer, c *cmtimeConfig) e
 	}
 	defer l.Close()
 	var wg sync.WaitGroup
+	var served atomic.Int64
 	defer wg.Wait()
-	served := 0
 	for {
-		conn, err := l.Accept(ctx)
+		// Each request is answered on a goroutine of its own, as a Go
+		// server serves each connection: the QP is made and the
+		// connection established while the next request is taken.
+		req, err := l.AcceptRequest(ctx)
 		switch {
 		case ctx.Err() != nil:
-			fmt.Fprintf(out, "%d connections served\n", served)
+			wg.Wait()
+			fmt.Fprintf(out, "%d connections served\n", served.Load())
 			return nil
-		case errors.Is(err, rdmacm.ErrClosed):
+		case err != nil:
 			return err
-		case err != nil: // that request alone
-			fmt.Fprintf(errOut, "goverbs: cmtime: %v\n", err)
-			continue
 		}
-		served++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			conn, err := req.Accept(ctx, nil)
+			if err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintf(errOut, "goverbs: cmtime: %v\n", err)
+				}
+				return
+			}
+			served.Add(1)
 			select {
 			case <-conn.Disconnected():
 			case <-ctx.Done():

@@ -246,9 +246,24 @@ func toolSteps(libPath string, prof func(string) string) []plan.Step {
 					DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters})
 		}
 	}
+	// One goverbs cmtime pair, 4 times as many connections, both sides
+	// profiled.
+	if benchPairWanted("cmtime") && *flagBenchProf != "" {
+		port++
+		argv := []string{"/bin/goverbs", "cmtime", "-p", fmt.Sprint(port)}
+		tag := "profile cmtime"
+		steps = append(steps,
+			plan.Step{Name: tag + " server", Argv: append(slices.Clone(argv), "-b", "192.0.2.1", "-cpuprofile", prof("cmtime-server")),
+				Background: true, StopAfterNext: true, Prefix: "  " + tag + " server| ", TimeoutSec: 300},
+			plan.Step{Name: tag + " client", Argv: append(argv, "-s", "192.0.2.1", "-c", fmt.Sprint(4*cmtimeConns), "-cpuprofile", prof("cmtime-client")),
+				DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 300})
+	}
 	// Profiles need longer runs than the pairs (100 samples a second):
 	// one goverbs perf run per test, 25 times as long, outside the tables.
 	for _, bp := range benchPairs {
+		if !benchPairWanted(bp.test) {
+			continue
+		}
 		p := prof("perf-" + bp.test)
 		if p == "" {
 			break
