@@ -128,9 +128,13 @@ func cmtimeServer(ctx context.Context, out, errOut io.Writer, c *cmtimeConfig) e
 		return err
 	}
 	defer l.Close()
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	defer func() { // before the listener closes: every connection is closed
+		cancel()
+		wg.Wait()
+	}()
 	var served atomic.Int64
-	defer wg.Wait()
 	for {
 		// Each request is answered on a goroutine of its own, as a Go
 		// server serves each connection: the QP is made and the

@@ -24,8 +24,8 @@ import (
 // rdma-core's tools beside goverbs' with the same parameters: perftest's
 // ib_{send,write}_{lat,bw} against goverbs perf, ibv_rc_pingpong against
 // goverbs pingpong, librdmacm's cmtime against goverbs cmtime (connection
-// setup and teardown by rdmacm). Each pair runs in both orders (rdma-core, goverbs,
-// goverbs, rdma-core) to cancel drift. The host turns the console into
+// setup and teardown by rdmacm). Each pair runs in both orders
+// (rdma-core, goverbs, goverbs, rdma-core) to cancel drift. The host turns the console into
 // ratio tables in docs/performance-results.md and a chart,
 // docs/performance.svg; a run under -qemuicount writes its instruction
 // counts into docs/performance-counts.md.
@@ -39,7 +39,7 @@ var (
 	flagBenchMicro  = flag.Int("benchmicro", 3, "bench mode: runs of the Go benchmarks, each after a run of their C twins (and one more C run at the end); the tables take each side's best; 0 runs none of them and writes no tables")
 	flagBenchTools  = flag.Bool("benchtools", true, "bench mode: run the tool pairs (perftest, ibv_rc_pingpong, cmtime); false runs only the Go benchmarks and their C twins")
 	flagBenchPairs  = flag.String("benchpairs", "", "bench mode: run only the tool pairs whose test (send_lat, write_lat, send_bw, write_bw, pingpong, cmtime) matches this `regexp`; the tables are then not written")
-	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, and a long goverbs perf client per test, outside the tables) and write them into this `directory` on the host")
+	flagBenchProf   = flag.String("benchprofile", "", "bench mode: take CPU profiles in the guest (the Go benchmarks, a long goverbs perf client per test, and a goverbs cmtime pair of 400 connections, outside the tables) and write them into this `directory` on the host")
 )
 
 // benchPairs are the perftest measurements: perftest's tool and goverbs
