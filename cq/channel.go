@@ -20,11 +20,13 @@ import (
 // concurrent use. Wait and TryWait may be called from many goroutines;
 // one at a time reads the fd.
 //
-// A Channel holds two file descriptors: the channel's own (FD) and an
-// epoll instance through which a Wait that finds nothing queued parks on
-// the Go runtime's poller. The channel's fd is in that instance only
-// while Waits keep parking, so events that come while the caller is busy
-// elsewhere wake no thread.
+// A Channel holds the channel's file descriptor (FD) and, from the first
+// Wait that finds nothing queued, an epoll instance through which such a
+// Wait parks on the Go runtime's poller. The channel's fd is in that
+// instance only while Waits keep parking, so events that come while the
+// caller is busy elsewhere wake no thread. A channel only polled, or
+// waited on with TryWait, never makes the instance: one descriptor, not
+// two, for each of a server's idle connections.
 type Channel struct {
 	dev string
 	// f is the channel's fd, non-blocking, and not on the runtime's
@@ -36,9 +38,11 @@ type Channel struct {
 	f  *os.File
 	fd int
 	// ep is an epoll instance of the channel's own, on the runtime's
-	// poller. It watches fd (watched) from the first Wait that has to
-	// park until a Wait or TryWait finds an event without parking: while
-	// Waits park, the watch stays and costs nothing per Wait; while
+	// poller, made by the first Wait that has to park (nil before; set
+	// under mu and the turn, so that Close, under mu, sees it or the Wait
+	// sees the channel closed). It watches fd (watched) from a Wait that
+	// has to park until a Wait or TryWait finds an event without parking:
+	// while Waits park, the watch stays and costs nothing per Wait; while
 	// events come before the Waits, the runtime does not hear of them.
 	ep        *os.File
 	readFn    func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
@@ -84,22 +88,7 @@ func newChannel(fd int, dev string) (*Channel, error) {
 		ch.f.Close()
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
-	epfd, err := newEpoll()
-	if err == nil {
-		if err = setNonblock(epfd, true); err != nil {
-			closeFD(epfd)
-		}
-	}
-	if err != nil {
-		ch.f.Close()
-		return nil, &OpError{Op: op, Device: dev, Err: err}
-	}
-	ch.ep = os.NewFile(uintptr(epfd), dev+"-comp-channel-epoll")
-	if err = ch.rd.Init(ch.ep); err != nil {
-		ch.ep.Close()
-		ch.f.Close()
-		return nil, &OpError{Op: op, Device: dev, Err: err}
-	}
+	ch.rd.InitTurn() // the epoll instance comes with the first park (makeEpoll)
 	ch.readFn = ch.readWait
 	ch.unwatchFn = ch.unwatch
 	return ch, nil
@@ -164,7 +153,13 @@ func (ch *Channel) Close() error {
 // closeFDs closes both fds once closed is set: it wakes a parked Wait and
 // closes the channel's fd only when no Wait or TryWait is reading it.
 func (ch *Channel) closeFDs() error {
-	err := ch.ep.Close()                 // wakes a parked Wait, which then gives up its turn
+	var err error
+	ch.mu.Lock()
+	ep := ch.ep // fdsGone is set: no Wait makes one after this
+	ch.mu.Unlock()
+	if ep != nil {
+		err = ep.Close() // wakes a parked Wait, which then gives up its turn
+	}
 	_ = ch.rd.Lock(context.Background()) // no Wait or TryWait is reading the fd now
 	if ferr := ch.f.Close(); err == nil {
 		err = ferr
@@ -269,6 +264,11 @@ func (ch *Channel) waitErr(err error) error {
 // park that an event ended, and takes it away when the read found an
 // event without parking, or when the wait ended otherwise.
 func (ch *Channel) park(ctx context.Context) error {
+	if !ch.rd.Attached() {
+		if err := ch.makeEpoll(); err != nil {
+			return err
+		}
+	}
 	ch.readErr = nil
 	err := ch.rd.Wait(ctx, ch.readFn) // the callback reads before parking
 	if ch.watched && (err != nil || !ch.parked) {
@@ -292,6 +292,33 @@ func (ch *Channel) park(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("%v, with no event to read: %w", err, syscall.EIO)
+}
+
+// makeEpoll makes the channel's epoll instance, for the first park. The
+// caller holds the turn.
+//
+//go:noinline
+func (ch *Channel) makeEpoll() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.fdsGone {
+		return ErrClosed
+	}
+	epfd, err := newEpoll()
+	if err != nil {
+		return err
+	}
+	if err := setNonblock(epfd, true); err != nil {
+		closeFD(epfd)
+		return err
+	}
+	ep := os.NewFile(uintptr(epfd), ch.dev+"-comp-channel-epoll")
+	if err := ch.rd.Attach(ep); err != nil {
+		ep.Close()
+		return err
+	}
+	ch.ep = ep
+	return nil
 }
 
 // TryWait returns the CQ of the next completion event and true if one is

@@ -133,9 +133,17 @@ func TestChannelWatchedOnlyWhileParking(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	epfd := strconv.Itoa(int(ch.ep.Fd()))
+	epfd := func() string { // the channel's epoll instance, made by the first Wait that parks
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		if ch.ep == nil {
+			return "none"
+		}
+		return strconv.Itoa(int(ch.ep.Fd()))
+	}
 	watched := func(what string, want bool) {
 		t.Helper()
+		epfd := epfd()
 		w := watchers(t, ch.FD())
 		switch {
 		case want && (len(w) != 1 || w[0] != epfd):
@@ -156,6 +164,9 @@ func TestChannelWatchedOnlyWhileParking(t *testing.T) {
 	event()
 	wait("an event queued before the Wait")
 	watched("after a Wait that did not park", false)
+	if e := epfd(); e != "none" {
+		t.Errorf("no Wait has parked, and the channel has an epoll instance (fd %s)", e)
+	}
 
 	done := make(chan error, 1)
 	go func() {

@@ -36,9 +36,13 @@ type Reader struct {
 // aLongTimeAgo is a read deadline in the past: it wakes a parked reader.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// Init binds r to f, which must be on the runtime's poller (os.NewFile of
-// a non-blocking fd): it fails otherwise.
-func (r *Reader) Init(f *os.File) error {
+// InitTurn makes r's turn alone, for a Reader whose file comes later
+// (Attach): until then only TryLock, Lock and Unlock may be called.
+func (r *Reader) InitTurn() { r.turn = make(chan struct{}, 1) }
+
+// Attach binds a Reader made by InitTurn to f, as Init does. The caller
+// holds the turn.
+func (r *Reader) Attach(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
@@ -46,8 +50,18 @@ func (r *Reader) Init(f *os.File) error {
 	if err := f.SetReadDeadline(time.Time{}); err != nil { // fails if f is not on the poller
 		return err
 	}
-	r.f, r.rc, r.turn = f, rc, make(chan struct{}, 1)
+	r.f, r.rc = f, rc
 	return nil
+}
+
+// Attached reports whether r has its file. The caller holds the turn.
+func (r *Reader) Attached() bool { return r.f != nil }
+
+// Init binds r to f, which must be on the runtime's poller (os.NewFile of
+// a non-blocking fd): it fails otherwise.
+func (r *Reader) Init(f *os.File) error {
+	r.InitTurn()
+	return r.Attach(f)
 }
 
 // Control runs fn with the file's descriptor (syscall.RawConn.Control).
