@@ -30,6 +30,9 @@ type Context interface {
 	CreateQP(r kverbs.QPReq) (QP, error)
 	// CreateAH creates an address handle.
 	CreateAH(pd uint32, userHandle uint64, attr *AHAttr) (AH, error)
+	// CreateSRQ creates a shared receive queue in the kernel with the
+	// driver's data and sets up its ring.
+	CreateSRQ(r kverbs.SRQReq) (SRQ, error)
 	// Close releases what the provider holds for the context (mappings),
 	// with the context's fd still open.
 	Close() error
@@ -89,6 +92,26 @@ type QP interface {
 	// returning the async events the kernel reported for it.
 	Destroy() (uint32, error)
 	// Release releases the queues without the kernel (its context is gone).
+	Release()
+}
+
+// SRQ is the provider's side of a shared receive queue.
+type SRQ interface {
+	Handle() uint32
+	// SRQN is the SRQ's number, which completions of an XRC SRQ carry.
+	SRQN() uint32
+	// MaxWR and MaxSGE are what the kernel made.
+	MaxWR() uint32
+	MaxSGE() uint32
+	// PostRecv posts receive requests, in order, as QP.PostRecv does.
+	// Not concurrent with itself.
+	PostRecv(wrs []RecvWR) (int, error)
+	// Modify changes what mask selects (kverbs.SRQMaxWR, SRQLimit).
+	Modify(mask uint32, a kverbs.SRQAttr) error
+	// Destroy destroys the SRQ in the kernel, then releases its ring,
+	// returning the async events the kernel reported for it.
+	Destroy() (uint32, error)
+	// Release releases the ring without the kernel (its context is gone).
 	Release()
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
@@ -877,3 +878,9 @@ func (a *AH) Handle() uint32 { return a.handle }
 
 // Destroy destroys the address handle.
 func (a *AH) Destroy() error { return kverbs.DestroyAH(a.ctx.conn, a.handle) }
+
+// CreateSRQ is not supported yet: mlx5's SRQ (its linked WQEs, doorbell
+// record and free list) is the rest of issue #39.
+func (c *context) CreateSRQ(kverbs.SRQReq) (provider.SRQ, error) {
+	return nil, fmt.Errorf("mlx5 shared receive queue: %w", errs.ErrNotSupported)
+}

@@ -1,0 +1,88 @@
+package rxe
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/errs"
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// SRQ is an rxe shared receive queue: a ring of struct rxe_recv_wqe, as a
+// QP's receive queue is, that the kernel consumes for every QP attached
+// to it. Posting needs no syscall.
+type SRQ struct {
+	c    *context
+	k    kverbs.SRQ
+	num  uint32
+	rq   *queue
+	sge  uint32 // the most SGEs a receive takes: the SRQ's cap, or what fits a slot if fewer
+	size uint32 // the entries the ring holds
+}
+
+// CreateSRQ creates the SRQ and maps its ring.
+func (c *context) CreateSRQ(r kverbs.SRQReq) (provider.SRQ, error) {
+	var resp uapi.RxeCreateSRQResp
+	k, err := kverbs.CreateSRQ(c.conn, r, nil, bytesOf(&resp))
+	if err != nil {
+		return nil, err
+	}
+	s := &SRQ{c: c, k: k, num: resp.SRQNum}
+	if s.rq, err = mapQueue(c.fd, resp.Mi, recvWQEHeader); err != nil {
+		kverbs.DestroySRQ(c.conn, k.Handle)
+		return nil, fmt.Errorf("rxe shared receive queue: %w", err)
+	}
+	s.size = uint32(s.rq.size())
+	s.sge = min(k.MaxSGE, uint32((s.rq.slotSize()-recvWQEHeader)/sgeSize))
+	return s, nil
+}
+
+// Handle returns the kernel handle.
+func (s *SRQ) Handle() uint32 { return s.k.Handle }
+
+// SRQN returns the SRQ's number (rxe's response has it).
+func (s *SRQ) SRQN() uint32 { return s.num }
+
+// MaxWR returns how many receives the ring holds: what rxe made (a
+// power of two less one), at least what was asked.
+func (s *SRQ) MaxWR() uint32 { return max(s.k.MaxWR, s.size) }
+
+// MaxSGE returns the most SGEs a receive takes.
+func (s *SRQ) MaxSGE() uint32 { return s.k.MaxSGE }
+
+// PostRecv writes each request into the ring, as a QP's PostRecv does.
+func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
+	n := postRecvs(s.rq, s.sge, wrs)
+	if n == len(wrs) {
+		return n, nil
+	}
+	return n, recvErr(s.rq, "SRQ", s.k.MaxSGE, wrs, n)
+}
+
+// Modify arms the limit event (kverbs.SRQLimit). Resizing, which rxe
+// does by giving the ring a new mapping, is not supported.
+func (s *SRQ) Modify(mask uint32, a kverbs.SRQAttr) error {
+	if mask&kverbs.SRQMaxWR != 0 {
+		return fmt.Errorf("resizing an rxe SRQ (a new mapping of its ring): %w", errs.ErrNotSupported)
+	}
+	// rxe reads its command whatever the mask: where a resize would
+	// write the new ring's mmap information.
+	var mi uapi.Mminfo
+	cmd := uapi.RxeModifySRQCmd{MmapInfoAddr: uapi.NewPointer(unsafe.Pointer(&mi))}
+	return kverbs.ModifySRQ(s.c.conn, s.k.Handle, mask, a, bytesOf(&cmd))
+}
+
+// Destroy destroys the SRQ in the kernel, then unmaps its ring.
+func (s *SRQ) Destroy() (uint32, error) {
+	n, err := kverbs.DestroySRQ(s.c.conn, s.k.Handle)
+	if err != nil {
+		return 0, err
+	}
+	s.rq.unmap()
+	return n, nil
+}
+
+// Release unmaps the ring; the kernel destroyed the SRQ with its context.
+func (s *SRQ) Release() { s.rq.unmap() }

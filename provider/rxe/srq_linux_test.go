@@ -1,0 +1,136 @@
+package rxe
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/errs"
+	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/transport"
+	"github.com/goverbs/goverbs/uapi"
+)
+
+// hostRecvQueue is a receive ring in anonymous memory: slots of 128
+// bytes (five SGEs after the 40-byte header), 8 of them (7 usable).
+func hostRecvQueue(t *testing.T) *queue {
+	t.Helper()
+	const slots = 8
+	mem, err := unix.Mmap(-1, 0, 4096+slots*128, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	h := (*uapi.RxeQueueBuf)(unsafe.Pointer(&mem[0]))
+	h.Log2ElemSize, h.IndexMask = 7, slots-1
+	q, err := newQueue(mem, recvWQEHeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// An SRQ's ring takes receives as a QP's receive queue does, WQE for WQE;
+// it refuses more SGEs than its cap, and a post into a full ring, naming
+// the request and posting those before it; a post allocates nothing.
+func TestSRQPostRecv(t *testing.T) {
+	srq := &SRQ{k: kverbs.SRQ{MaxSGE: 2}, rq: hostRecvQueue(t)}
+	srq.sge = srq.k.MaxSGE
+	qp := &QP{rq: hostRecvQueue(t), recvSGE: 2}
+	qp.k.Cap.MaxRecvSGE = 2
+	wrs := []provider.RecvWR{
+		{WRID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 100, LKey: 7}}},
+		{WRID: 2, SGL: []provider.SGE{{Addr: 0x2000, Length: 64, LKey: 7}, {Addr: 0x3000, Length: 36, LKey: 8}}},
+		{WRID: 3},
+	}
+	for _, p := range []interface {
+		PostRecv([]provider.RecvWR) (int, error)
+	}{srq, qp} {
+		if n, err := p.PostRecv(wrs); n != 3 || err != nil {
+			t.Fatalf("%T: posted %d, %v", p, n, err)
+		}
+	}
+	for i := range uint32(3) {
+		a := unsafe.Slice((*byte)(srq.rq.slot(i)), srq.rq.slotSize())
+		b := unsafe.Slice((*byte)(qp.rq.slot(i)), qp.rq.slotSize())
+		if !bytes.Equal(a, b) {
+			t.Errorf("WQE %d: the SRQ's\n%x\nthe QP's\n%x", i, a, b)
+		}
+	}
+
+	three := []provider.RecvWR{wrs[0], {WRID: 9, SGL: make([]provider.SGE, 3)}}
+	if n, err := srq.PostRecv(three); n != 1 || !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "the SRQ takes 2") {
+		t.Errorf("a receive of 3 SGEs: posted %d, %v; want 1 and EINVAL naming the SRQ's cap", n, err)
+	}
+	// 4 posted so far: 3 of the 7 slots are free.
+	if n, err := srq.PostRecv(append(wrs, wrs...)); n != 3 || !errors.Is(err, unix.ENOMEM) || !strings.Contains(err.Error(), "work request 3") {
+		t.Errorf("posting 6 into 3 free slots: posted %d, %v; want 3 and ENOMEM naming request 3", n, err)
+	}
+	one := wrs[:1]
+	if n := testing.AllocsPerRun(100, func() {
+		srq.rq.cons.Store(srq.rq.prod.Load()) // the kernel took them
+		if _, err := srq.PostRecv(one); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("PostRecv allocates %v times", n)
+	}
+}
+
+// On rxe0: the ring the kernel maps for an SRQ takes as many receives as
+// MaxWR says and refuses the next; the limit arms (Query shows it);
+// resizing is refused as not supported; Destroy unmaps the ring.
+func TestSRQOnDevice(t *testing.T) {
+	testutil.RequireDevice(t, testutil.DevicePath)
+	fd, err := unix.Open(testutil.DevicePath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	conn := transport.NewConn(fd, uapi.RDMA_DRIVER_RXE)
+	c, _, err := Driver{}.Open(conn, fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := kverbs.AllocPD(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateSRQ(kverbs.SRQReq{PD: pd, MaxWR: 16, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.(*SRQ)
+	if s.MaxWR() < 16 || s.SRQN() == 0 || s.MaxWR() != s.size {
+		t.Errorf("MaxWR %d (the ring holds %d), SRQN %d: want the ring's size, at least 16, and a number", s.MaxWR(), s.size, s.SRQN())
+	}
+	wrs := make([]provider.RecvWR, s.MaxWR()+1)
+	for i := range wrs {
+		wrs[i] = provider.RecvWR{WRID: uint64(i), SGL: []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}
+	}
+	if n, err := s.PostRecv(wrs); n != int(s.MaxWR()) || !errors.Is(err, unix.ENOMEM) {
+		t.Errorf("posting MaxWR+1 receives: %d posted, %v; want MaxWR and ENOMEM", n, err)
+	}
+	if err := s.Modify(kverbs.SRQLimit, kverbs.SRQAttr{Limit: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := kverbs.QuerySRQ(conn, s.Handle()); err != nil || a.Limit != 4 {
+		t.Errorf("query after arming the limit at 4: %+v, %v", a, err)
+	}
+	if err := s.Modify(kverbs.SRQMaxWR, kverbs.SRQAttr{MaxWR: 64}); !errors.Is(err, errs.ErrNotSupported) {
+		t.Errorf("resize: %v, want ErrNotSupported", err)
+	}
+	ring := uintptr(unsafe.Pointer(unsafe.SliceData(s.rq.mem)))
+	if _, err := s.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if mapped(t, ring) {
+		t.Error("the ring is still mapped after Destroy")
+	}
+}
