@@ -42,8 +42,9 @@ type Context struct {
 	// instead, which Close takes in turn for every QP in qps, to stop it.
 	mu      sync.RWMutex
 	closed  atomic.Bool
-	qpMu    sync.Mutex               // guards qps, changed by calls holding mu for reading
+	qpMu    sync.Mutex               // guards qps and srqs, changed by calls holding mu for reading
 	qps     map[*QP]struct{}         // the QPs created and not destroyed; nil once closed
+	srqs    map[*SRQ]struct{}        // the SRQs likewise
 	chMu    sync.Mutex               // guards chans, changed by calls holding mu for reading
 	chans   map[*cq.Channel]struct{} // the channels created, for Close to end; nil once closed
 	chSweep int                      // guarded by chMu: how large chans grows before closed ones are swept out
@@ -132,6 +133,7 @@ func (d Device) open(drv provider.Driver, fd int, conn *transport.Conn) (*Contex
 		vectors: int(kctx.NumCompVectors),
 	}
 	c.qps = make(map[*QP]struct{})
+	c.srqs = make(map[*SRQ]struct{})
 	c.chans = make(map[*cq.Channel]struct{})
 	c.events.onEvent = c.noteAsync
 	// A forgotten Context closes its fd; the kernel then destroys every
@@ -191,6 +193,19 @@ func (c *Context) removeQP(q *QP) {
 	c.qpMu.Unlock()
 }
 
+// addSRQ and removeSRQ keep c.srqs; the caller holds c.mu for reading.
+func (c *Context) addSRQ(s *SRQ) {
+	c.qpMu.Lock()
+	c.srqs[s] = struct{}{}
+	c.qpMu.Unlock()
+}
+
+func (c *Context) removeSRQ(s *SRQ) {
+	c.qpMu.Lock()
+	delete(c.srqs, s)
+	c.qpMu.Unlock()
+}
+
 // deviceFatal ends the data path once the device reported DEVICE_FATAL
 // (the async watcher, or TryAsyncEvent, read it; noteAsync): every QP's
 // post fails with ErrDeviceFatal, before it writes a ring or rings a
@@ -207,9 +222,16 @@ func (c *Context) deviceFatal() {
 	for q := range c.qps {
 		qps = append(qps, q)
 	}
+	srqs := make([]*SRQ, 0, len(c.srqs))
+	for s := range c.srqs {
+		srqs = append(srqs, s)
+	}
 	c.qpMu.Unlock()
 	for _, q := range qps { // without qpMu: QP.Close holds the post locks while it takes it
 		q.halt(ErrDeviceFatal)
+	}
+	for _, s := range srqs {
+		s.halt(ErrDeviceFatal)
 	}
 	c.cqs.Range(func(_, v any) bool {
 		v.(*cqBackend).fail(ErrDeviceFatal)
@@ -235,12 +257,12 @@ func (c *Context) Close() error {
 		c.mu.Unlock()
 		return c.opErr("close", ErrClosed)
 	}
-	// The posts in flight, which hold their QP's send or receive lock and
-	// not mu, end before the fd and the provider's mappings go; a post
-	// that takes its lock later finds the QP stopped.
+	// The posts in flight, which hold their QP's send or receive lock (or
+	// their SRQ's) and not mu, end before the fd and the provider's
+	// mappings go; a post that takes its lock later finds it stopped.
 	c.qpMu.Lock()
-	qps := c.qps
-	c.qps = nil
+	qps, srqs := c.qps, c.srqs
+	c.qps, c.srqs = nil, nil
 	c.qpMu.Unlock()
 	for q := range qps {
 		q.sendMu.Lock()
@@ -248,6 +270,9 @@ func (c *Context) Close() error {
 		q.stop = ErrClosed
 		q.recvMu.Unlock()
 		q.sendMu.Unlock()
+	}
+	for s := range srqs {
+		s.halt(ErrClosed)
 	}
 	c.cleanup.Stop()
 	// The channels are closed for their waits before the kernel objects
@@ -287,6 +312,9 @@ func (c *Context) Close() error {
 	// writes, which it no longer may once the provider is released.
 	for q := range qps {
 		q.contextClosed()
+	}
+	for s := range srqs { // after its QPs, as the kernel destroyed them
+		s.contextClosed()
 	}
 	if err == nil && aerr != nil {
 		err = aerr

@@ -27,6 +27,8 @@
 // []byte) and [QP.PostRecv], which allocate nothing; its completions
 // arrive on its CQs. A UD receive buffer needs [GRHSize] bytes before the
 // payload, from which [ParseGRH] reads the sender's GID or IPv4 address.
+// An [SRQ] ([PD.NewSRQ]) is one ring of receives that many QPs take from
+// (QPConfig.SRQ), with a limit event to refill it by (docs/SRQ.md).
 //
 // Memory the device uses should come from [AllocBuffer] (page-aligned,
 // outside the Go heap); Go-heap memory works too, under the rules of
@@ -62,6 +64,8 @@
 //     receive post proceed in parallel, and no work request is lost or
 //     written twice. Modify, Query and Close may run beside them; Close
 //     takes both locks, so it waits for posts in flight.
+//   - [SRQ]: [SRQ.PostRecv] takes the SRQ's own lock, as a QP's does;
+//     Arm, Query and Close may run beside it, and Close waits for it.
 //   - [Buffer]: its methods are safe; its bytes are the caller's to
 //     synchronise, and the device's to use while an MR covers them, so
 //     close a Buffer only after its MRs and their work requests are done.

@@ -16,6 +16,11 @@ type QPConfig struct {
 	SigAll bool
 	// UserValue is a value of the caller's, kept with the QP (UserValue).
 	UserValue uint64
+	// SRQ, when set, is the shared receive queue the QP takes its
+	// receives from (RC and UC QPs on this PD): Cap's receive fields are
+	// then ignored, and QP.PostRecv is an error. The SRQ cannot be closed
+	// while the QP exists (EBUSY).
+	SRQ *SRQ
 }
 
 // QPType is a queue pair's transport service (enum ibv_qp_type).

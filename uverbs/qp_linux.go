@@ -185,12 +185,27 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	defer ctx.done()
+	var srq uint32
+	if s := cfg.SRQ; s != nil {
+		if s.pd.ctx != ctx {
+			return nil, ctx.opErr(op, fmt.Errorf("an SRQ from another context: %w", unix.EINVAL))
+		}
+		s.mu.RLock() // its handle stays its own to the create's end (see SRQ.mu)
+		defer s.mu.RUnlock()
+		if s.closed {
+			return nil, ctx.opErr(op, fmt.Errorf("srq: %w", ErrClosed))
+		}
+		srq = s.p.Handle()
+		cfg.Cap.MaxRecvWR, cfg.Cap.MaxRecvSGE = 0, 0
+	}
 	handle := qpHandles.Add(1)
 	ctx.trackAsync(ElementQP, handle) // before the create: no event goes uncounted
 	pq, err := ctx.drv.CreateQP(kverbs.QPReq{
 		PD:         p.handle,
 		SendCQ:     cqHandles[0],
 		RecvCQ:     cqHandles[1],
+		SRQ:        srq,
+		HasSRQ:     cfg.SRQ != nil,
 		UserHandle: handle,
 		Type:       uint8(cfg.Type),
 		SigAll:     cfg.SigAll,

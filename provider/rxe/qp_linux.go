@@ -293,30 +293,23 @@ func (q *QP) checkSend(wr *provider.SendWR) (length uint64, ahNum uint32, err er
 
 // PostRecv writes each request into the receive queue; the kernel takes
 // them as packets arrive, so no syscall is needed.
+//
+// Its loop is postRecvs', written out, with its errors made in place:
+// through postRecvs and recvErr a receive costs about 20 instructions
+// more, an eighth of a post (make bench's count: 169 against 190 a WR).
 func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
-	if q.rq == nil {
+	rq := q.rq
+	if rq == nil {
 		return 0, fmt.Errorf("the QP receives through an SRQ: %w", unix.EINVAL)
 	}
-	n := postRecvs(q.rq, q.recvSGE, wrs)
-	if n == len(wrs) {
-		return n, nil
-	}
-	return n, recvErr(q.rq, "QP", q.k.Cap.MaxRecvSGE, wrs, n)
-}
-
-// postRecvs writes the requests into rq, a QP's receive queue or an SRQ,
-// whose requests take at most maxSGE SGEs, and returns how many it
-// wrote: all of them, or those before the first one too large or the
-// queue filled (recvErr says which).
-func postRecvs(rq *queue, maxSGE uint32, wrs []provider.RecvWR) int {
 	for i := range wrs {
 		wr := &wrs[i]
-		if uint32(len(wr.SGL)) > maxSGE { // one compare for the cap and the slot's room
-			return i
+		if uint32(len(wr.SGL)) > q.recvSGE { // one compare for the QP's cap and the slot's room
+			return i, wrErr(i, q.recvSGEErr(len(wr.SGL)))
 		}
 		prod := rq.prod.Load()
 		if (prod+1)&rq.mask == rq.cons.Load() {
-			return i
+			return i, wrErr(i, fmt.Errorf("receive queue full (%d entries): %w", rq.size(), unix.ENOMEM))
 		}
 		slot := rq.slot(prod)
 		w := (*uapi.RxeRecvWqe)(slot)
@@ -327,22 +320,15 @@ func postRecvs(rq *queue, maxSGE uint32, wrs []provider.RecvWR) int {
 		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
 		release.Store32(rq.prod, (prod+1)&rq.mask)
 	}
-	return len(wrs)
+	return len(wrs), nil
 }
 
-// recvErr says why postRecvs stopped at request i: more SGEs than what
-// (a "QP" or "SRQ") takes (capSGE), more than fit a slot, or a full queue.
-//
-//go:noinline
-func recvErr(rq *queue, what string, capSGE uint32, wrs []provider.RecvWR, i int) error {
-	n := len(wrs[i].SGL)
-	switch {
-	case uint32(n) > capSGE:
-		return wrErr(i, fmt.Errorf("%d SGEs, the %s takes %d: %w", n, what, capSGE, unix.EINVAL))
-	case uintptr(n)*sgeSize > rq.slotSize()-recvWQEHeader:
-		return wrErr(i, fmt.Errorf("%d SGEs do not fit a receive slot: %w", n, unix.EINVAL))
+// recvSGEErr says why a receive of n SGEs, more than q.recvSGE, is refused.
+func (q *QP) recvSGEErr(n int) error {
+	if uint32(n) > q.k.Cap.MaxRecvSGE {
+		return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.k.Cap.MaxRecvSGE, unix.EINVAL)
 	}
-	return wrErr(i, fmt.Errorf("receive queue full (%d entries): %w", rq.size(), unix.ENOMEM))
+	return fmt.Errorf("%d SGEs do not fit a receive slot: %w", n, unix.EINVAL)
 }
 
 // putSGL writes sgl at dst (struct rxe_sge[]) field by field, and returns

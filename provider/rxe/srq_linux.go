@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/release"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -58,7 +61,7 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
 	if n == len(wrs) {
 		return n, nil
 	}
-	return n, recvErr(s.rq, "SRQ", s.k.MaxSGE, wrs, n)
+	return n, recvErr(s.rq, s.k.MaxSGE, wrs, n)
 }
 
 // Modify arms the limit event (kverbs.SRQLimit). Resizing, which rxe
@@ -86,3 +89,44 @@ func (s *SRQ) Destroy() (uint32, error) {
 
 // Release unmaps the ring; the kernel destroyed the SRQ with its context.
 func (s *SRQ) Release() { s.rq.unmap() }
+
+// postRecvs writes the requests into rq, an SRQ's ring, whose requests
+// take at most maxSGE SGEs, and returns how many it wrote: all of them,
+// or those before the first one too large or the ring filled (recvErr
+// says which).
+func postRecvs(rq *queue, maxSGE uint32, wrs []provider.RecvWR) int {
+	for i := range wrs {
+		wr := &wrs[i]
+		if uint32(len(wr.SGL)) > maxSGE { // one compare for the cap and the slot's room
+			return i
+		}
+		prod := rq.prod.Load()
+		if (prod+1)&rq.mask == rq.cons.Load() {
+			return i
+		}
+		slot := rq.slot(prod)
+		w := (*uapi.RxeRecvWqe)(slot)
+		// The SGEs go first: putSGL sums their lengths as it writes them.
+		length := uint32(putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)) // modulo 2^32, as C's u32
+		w.WRID, w.Reserved, w.Padding = wr.WRID, 0, 0
+		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = length, length, 0
+		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
+		release.Store32(rq.prod, (prod+1)&rq.mask)
+	}
+	return len(wrs)
+}
+
+// recvErr says why postRecvs stopped at request i: more SGEs than the
+// SRQ takes (capSGE), more than fit a slot, or a full ring.
+//
+//go:noinline
+func recvErr(rq *queue, capSGE uint32, wrs []provider.RecvWR, i int) error {
+	n := len(wrs[i].SGL)
+	switch {
+	case uint32(n) > capSGE:
+		return wrErr(i, fmt.Errorf("%d SGEs, the SRQ takes %d: %w", n, capSGE, unix.EINVAL))
+	case uintptr(n)*sgeSize > rq.slotSize()-recvWQEHeader:
+		return wrErr(i, fmt.Errorf("%d SGEs do not fit a receive slot: %w", n, unix.EINVAL))
+	}
+	return wrErr(i, fmt.Errorf("receive queue full (%d entries): %w", rq.size(), unix.ENOMEM))
+}
