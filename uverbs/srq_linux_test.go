@@ -21,8 +21,9 @@ const srqSlot = 64
 // receive completes exactly once, on the QP whose peer sent the message
 // it holds (WC.QPNum), with the WRID it was posted with. Then the limit
 // event fires once when the SRQ falls below the armed limit, and Query
-// shows it disarmed; the SRQ cannot be closed under its QPs (EBUSY), a
-// QP on it refuses receives of its own, and Close ends it once.
+// shows it disarmed; a post allocates nothing; the SRQ cannot be closed
+// under its QPs (EBUSY), a QP on it refuses receives of its own, and
+// Close ends it once.
 func TestSRQSharedByQPs(t *testing.T) {
 	const nQP, rounds, perRound = 4, 5, 10 // each round: perRound messages from each sender
 	c := openRXE(t)
@@ -200,6 +201,15 @@ func TestSRQSharedByQPs(t *testing.T) {
 		if ev.Kind() == uverbs.ElementSRQ {
 			t.Errorf("a second SRQ event %v: the limit event fires once", ev)
 		}
+	}
+
+	one := wrs[:1]
+	if n := testing.AllocsPerRun(10, func() {
+		if _, err := srq.PostRecv(one); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("PostRecv allocates %v times", n)
 	}
 
 	if err := srq.Close(); !errors.Is(err, unix.EBUSY) {
