@@ -155,18 +155,22 @@ func TestSRQSharedByQPs(t *testing.T) {
 	if err := srq.Arm(5); err != nil {
 		t.Fatal(err)
 	}
+	oneEach := func() { // a message from each sender, received
+		t.Helper()
+		for i := range nQP {
+			wr := uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{rdmatest.SGE(t, mr, recvSlots*srqSlot, 16)}}
+			if _, err := clients[i].PostSend([]uverbs.SendWR{wr}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rdmatest.PollN(t, sendCQ, nQP)
+		rdmatest.PollN(t, recvCQ, nQP)
+	}
 	if a, err := srq.Query(); err != nil || a.Limit != 5 || a.MaxWR != srq.MaxWR() {
 		t.Errorf("Query after Arm(5): %+v, %v", a, err)
 	}
-	for i := range nQP {
-		wr := uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{rdmatest.SGE(t, mr, recvSlots*srqSlot, 16)}}
-		if _, err := clients[i].PostSend([]uverbs.SendWR{wr}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdmatest.PollN(t, sendCQ, nQP)
-	rdmatest.PollN(t, recvCQ, nQP)
+	oneEach()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var ev uverbs.AsyncEvent
@@ -183,15 +187,7 @@ func TestSRQSharedByQPs(t *testing.T) {
 		t.Errorf("Query after the limit event: %+v, %v; want the limit disarmed", a, err)
 	}
 	// The rest of the receives are taken: no second event.
-	for i := range nQP {
-		wr := uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{rdmatest.SGE(t, mr, recvSlots*srqSlot, 16)}}
-		if _, err := clients[i].PostSend([]uverbs.SendWR{wr}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdmatest.PollN(t, sendCQ, nQP)
-	rdmatest.PollN(t, recvCQ, nQP)
+	oneEach()
 	for {
 		ev, ok, err := c.TryAsyncEvent()
 		if err != nil || !ok {
