@@ -33,7 +33,7 @@ PORTPKGS    ?= ./uapi/ ./provider/... ./internal/transport/ ./internal/kverbs/ .
 # make fuzz retries a target once when that bare error is all it printed.
 FUZZTIME    ?= 100000x
 FUZZ_ALL    := \
-	./provider/rxe:FuzzWC ./provider/rxe:FuzzPoll ./provider/rxe:FuzzConvertWC ./provider/rxe:FuzzPostSend ./provider/mlx5:FuzzPoll ./provider/mlx5:FuzzPostSend \
+	./provider/rxe:FuzzWC ./provider/rxe:FuzzPoll ./provider/rxe:FuzzConvertWC ./provider/rxe:FuzzPostSend ./provider/rxe:FuzzPostSRQRecv ./provider/mlx5:FuzzPoll ./provider/mlx5:FuzzPostSend \
 	./internal/transport:FuzzCmd \
 	./internal/kverbs:FuzzExQueryDeviceResp ./internal/kverbs:FuzzGIDTable \
 	./uverbs:FuzzAsyncEvents ./uverbs:FuzzParseAsyncEvent ./uverbs:FuzzDeviceAttr ./uverbs:FuzzPortAttr \

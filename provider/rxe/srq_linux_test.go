@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -133,4 +134,69 @@ func TestSRQOnDevice(t *testing.T) {
 	if mapped(t, ring) {
 		t.Error("the ring is still mapped after Destroy")
 	}
+}
+
+// FuzzPostSRQRecv posts the same receives to an SRQ and to a QP's receive
+// queue, rings of the same shape, in batches the input cuts (each record:
+// a byte of SGE count, batch end and whether the kernel then takes all
+// posted; a WRID; a length a SGE): both must post as many, refuse the
+// same way (EINVAL or ENOMEM), write the same WQEs byte for byte and
+// end at the same producer index; nothing may panic.
+func FuzzPostSRQRecv(f *testing.F) {
+	f.Add([]byte{2, 0x41, 1, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0})
+	f.Add([]byte{1, 0x02, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0x80})
+	f.Add([]byte{5, 0x05, 9, 9, 9, 9, 9, 9, 9, 9, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 1 || len(data) > 4096 {
+			return
+		}
+		maxSGE := uint32(data[0]) % 6 // a slot holds five
+		srq := &SRQ{k: kverbs.SRQ{MaxSGE: maxSGE}, rq: hostRecvQueue(t), sge: maxSGE}
+		qp := &QP{rq: hostRecvQueue(t), recvSGE: maxSGE}
+		qp.k.Cap.MaxRecvSGE = maxSGE
+		var batch []provider.RecvWR
+		post := func(consume bool) {
+			start := srq.rq.prod.Load()
+			n1, err1 := srq.PostRecv(batch)
+			n2, err2 := qp.PostRecv(batch)
+			if n1 != n2 || errors.Is(err1, unix.EINVAL) != errors.Is(err2, unix.EINVAL) ||
+				errors.Is(err1, unix.ENOMEM) != errors.Is(err2, unix.ENOMEM) || (err1 == nil) != (err2 == nil) {
+				t.Fatalf("PostRecv: SRQ %d, %v; QP %d, %v\n%+v", n1, err1, n2, err2, batch)
+			}
+			if a, b := srq.rq.prod.Load(), qp.rq.prod.Load(); a != b {
+				t.Fatalf("producer index: SRQ %d, QP %d", a, b)
+			}
+			for p := start; p != srq.rq.prod.Load(); p = (p + 1) & srq.rq.mask {
+				w := (*uapi.RxeRecvWqe)(srq.rq.slot(p))
+				n := recvWQEHeader + uintptr(min(w.Dma.NumSGE, 5))*sgeSize
+				a := unsafe.Slice((*byte)(srq.rq.slot(p)), n)
+				b := unsafe.Slice((*byte)(qp.rq.slot(p)), n)
+				if !bytes.Equal(a, b) {
+					t.Fatalf("the slot at %d: SRQ\n%x\nQP\n%x", p, a, b)
+				}
+			}
+			if consume {
+				srq.rq.cons.Store(srq.rq.prod.Load())
+				qp.rq.cons.Store(qp.rq.prod.Load())
+			}
+			batch = batch[:0]
+		}
+		for rest := data[1:]; len(rest) >= 9; {
+			b := rest[0]
+			wr := provider.RecvWR{WRID: binary.LittleEndian.Uint64(rest[1:9])}
+			rest = rest[9:]
+			for range int(b & 7) {
+				if len(rest) < 4 {
+					break
+				}
+				l := binary.LittleEndian.Uint32(rest)
+				wr.SGL = append(wr.SGL, provider.SGE{Addr: 0x1000 + uint64(l), Length: l, LKey: l >> 8})
+				rest = rest[4:]
+			}
+			batch = append(batch, wr)
+			if b&0x40 != 0 || len(rest) < 9 {
+				post(b&0x80 != 0)
+			}
+		}
+	})
 }
