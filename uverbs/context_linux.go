@@ -208,12 +208,12 @@ func (c *Context) removeSRQ(s *SRQ) {
 
 // deviceFatal ends the data path once the device reported DEVICE_FATAL
 // (the async watcher, or TryAsyncEvent, read it; noteAsync): every QP's
-// post fails with ErrDeviceFatal, before it writes a ring or rings a
+// and SRQ's post fails with ErrDeviceFatal, before it writes a ring or rings a
 // doorbell the device no longer reads, and then every CQ does (Poll once
 // it has handed out what the ring still holds, ReqNotify at once); so a
-// program that sees a CQ fail finds the posts failing too. A CQ or QP
-// made meanwhile fails itself (NewCQ and NewQP read events.fatal once it
-// joined the Context). The completion channels need nothing: when the
+// program that sees a CQ fail finds the posts failing too. A CQ, QP or
+// SRQ made meanwhile fails itself (NewCQ, NewQP and NewSRQ read
+// events.fatal once it joined the Context). The completion channels need nothing: when the
 // device goes, the kernel fails their fds (EIO), which wakes their
 // waiters.
 func (c *Context) deviceFatal() {
@@ -245,7 +245,7 @@ func (c *Context) opErr(op string, err error) error {
 }
 
 // Close closes the device. The kernel destroys whatever is still open on
-// it (QPs, CQs, MRs, PDs), so close those first to see their errors. It
+// it (QPs, SRQs, CQs, MRs, PDs), so close those first to see their errors. It
 // waits for the calls in flight, posts included; those after it return
 // an error wrapping ErrClosed, as does a second Close. Closing the
 // Context ends its CQs and completion channels too: a Wait parked on one
