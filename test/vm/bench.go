@@ -202,7 +202,10 @@ func benchSteps(tests []plan.Step, cbench bool, libPath string) []plan.Step {
 func toolSteps(libPath string, prof func(string) string) []plan.Step {
 	var steps []plan.Step
 	port := 20000
-	pair := func(test string, c, g []string) {
+	// pair adds test's runs: c's and g's argv, then -p and the port, then
+	// srv for the server and cli for its client. stop: the server serves
+	// until it is stopped, after its client.
+	pair := func(test string, c, g, srv, cli []string, stop bool) {
 		if !benchPairWanted(test) {
 			return
 		}
@@ -217,35 +220,23 @@ func toolSteps(libPath string, prof func(string) string) []plan.Step {
 				argv = append(argv, "-p", fmt.Sprint(port))
 				tag := fmt.Sprintf("bench %s %s #%d", test, side, n)
 				steps = append(steps,
-					plan.Step{Name: tag + " server", Argv: argv, LibPath: lib, Background: true, Prefix: "  " + tag + " server| ", TimeoutSec: 120},
-					plan.Step{Name: tag + " client", Argv: append(slices.Clone(argv), "127.0.0.1"), LibPath: lib,
+					plan.Step{Name: tag + " server", Argv: append(slices.Clone(argv), srv...), LibPath: lib, Background: true, StopAfterNext: stop,
+						Prefix: "  " + tag + " server| ", TimeoutSec: 120},
+					plan.Step{Name: tag + " client", Argv: append(argv, cli...), LibPath: lib,
 						DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters})
 			}
 		}
 	}
+	local := []string{"127.0.0.1"}
 	for _, bp := range benchPairs {
-		pair(bp.test, bp.perftestArgv(bp.iters), bp.goverbsArgv(bp.iters))
+		pair(bp.test, bp.perftestArgv(bp.iters), bp.goverbsArgv(bp.iters), nil, local, false)
 	}
 	pp := []string{"-d", "rxe0", "-g", "1", "-n", fmt.Sprint(pingpongIters)}
-	pair("pingpong", append([]string{"/usr/bin/ibv_rc_pingpong"}, pp...), append([]string{"/bin/goverbs", "pingpong"}, pp...))
-	// cmtime's server serves until it is stopped (after its client), and
-	// its client names the server with -s.
-	for r := 0; benchPairWanted("cmtime") && r < *flagBenchRounds; r++ {
-		for i, side := range []string{"c", "go", "go", "c"} {
-			port++
-			argv, lib := []string{"/bin/goverbs", "cmtime"}, ""
-			if side == "c" {
-				argv, lib = []string{"/usr/bin/cmtime"}, libPath
-			}
-			argv = append(argv, "-p", fmt.Sprint(port))
-			tag := fmt.Sprintf("bench cmtime %s #%d", side, 4*r+i)
-			steps = append(steps,
-				plan.Step{Name: tag + " server", Argv: append(slices.Clone(argv), "-b", "192.0.2.1"), LibPath: lib, Background: true, StopAfterNext: true,
-					Prefix: "  " + tag + " server| ", TimeoutSec: 120},
-				plan.Step{Name: tag + " client", Argv: append(argv, "-s", "192.0.2.1", "-c", fmt.Sprint(cmtimeConns)), LibPath: lib,
-					DelayMs: 1000, Prefix: "  " + tag + " client| ", TimeoutSec: 120, Counters: rxeCounters})
-		}
-	}
+	pair("pingpong", append([]string{"/usr/bin/ibv_rc_pingpong"}, pp...), append([]string{"/bin/goverbs", "pingpong"}, pp...), nil, local, false)
+	// cmtime's server serves until it is stopped, and its client names the
+	// server with -s.
+	pair("cmtime", []string{"/usr/bin/cmtime"}, []string{"/bin/goverbs", "cmtime"},
+		[]string{"-b", "192.0.2.1"}, []string{"-s", "192.0.2.1", "-c", fmt.Sprint(cmtimeConns)}, true)
 	// One goverbs cmtime pair, 4 times as many connections, both sides
 	// profiled.
 	if benchPairWanted("cmtime") && *flagBenchProf != "" {
