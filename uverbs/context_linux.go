@@ -206,16 +206,32 @@ func (c *Context) removeSRQ(s *SRQ) {
 	c.qpMu.Unlock()
 }
 
+// srqFailed stops the posts of the SRQ an SRQ_ERR names (noteAsync).
+func (c *Context) srqFailed(handle uint64) {
+	var failed *SRQ
+	c.qpMu.Lock()
+	for s := range c.srqs {
+		if s.handle == handle {
+			failed = s
+			break
+		}
+	}
+	c.qpMu.Unlock()
+	if failed != nil { // without qpMu, as deviceFatal
+		failed.halt(ErrSRQFailed)
+	}
+}
+
 // deviceFatal ends the data path once the device reported DEVICE_FATAL
 // (the async watcher, or TryAsyncEvent, read it; noteAsync): every QP's
-// and SRQ's post fails with ErrDeviceFatal, before it writes a ring or rings a
-// doorbell the device no longer reads, and then every CQ does (Poll once
-// it has handed out what the ring still holds, ReqNotify at once); so a
-// program that sees a CQ fail finds the posts failing too. A CQ, QP or
-// SRQ made meanwhile fails itself (NewCQ, NewQP and NewSRQ read
-// events.fatal once it joined the Context). The completion channels need nothing: when the
-// device goes, the kernel fails their fds (EIO), which wakes their
-// waiters.
+// and SRQ's post fails with ErrDeviceFatal, before it writes a ring or
+// rings a doorbell the device no longer reads, and then every CQ does
+// (Poll once it has handed out what the ring still holds, ReqNotify at
+// once); so a program that sees a CQ fail finds the posts failing too.
+// A CQ, QP or SRQ made meanwhile fails itself (NewCQ, NewQP and NewSRQ
+// read events.fatal once it joined the Context). The completion channels
+// need nothing: when the device goes, the kernel fails their fds (EIO),
+// which wakes their waiters.
 func (c *Context) deviceFatal() {
 	c.qpMu.Lock()
 	qps := make([]*QP, 0, len(c.qps))

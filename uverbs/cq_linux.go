@@ -207,12 +207,18 @@ func (b *cqBackend) Destroy() (uint32, uint32, error) {
 var ErrCQOverrun = fmt.Errorf("cq overrun: completions were lost (async event CQ_ERR): %w", unix.EOVERFLOW)
 
 // noteAsync is told of every async event read; a CQ_ERR breaks its CQ,
-// a DEVICE_FATAL the whole data path (deviceFatal).
+// an SRQ_ERR stops its SRQ's posts, a DEVICE_FATAL the whole data path
+// (deviceFatal).
 func (c *Context) noteAsync(ev AsyncEvent) {
 	switch ev.Type {
 	case EventCQErr:
 	case EventDeviceFatal:
 		c.deviceFatal()
+		return
+	case EventSRQErr:
+		if h, ok := ev.SRQHandle(); ok {
+			c.srqFailed(h)
+		}
 		return
 	default:
 		return

@@ -128,6 +128,31 @@ func (s *SRQ) Query() (SRQAttr, error) {
 	return SRQAttr{MaxWR: a.MaxWR, MaxSGE: a.MaxSGE, Limit: a.Limit}, err
 }
 
+// Resize changes how many receives the SRQ holds (ibv_modify_srq with
+// IBV_SRQ_MAX_WR), keeping those posted: at least maxWR, as at creation.
+// Posts wait while it runs. Devices without IB_UVERBS_DEVICE_SRQ_RESIZE
+// in DeviceAttr.DeviceCapFlags cannot: on them (mlx5) it returns an
+// error wrapping ErrNotSupported. Fewer than the receives posted, fewer
+// than an armed limit, or more than the device's MaxSRQWR is an error
+// wrapping EINVAL, and the SRQ stays as it was.
+func (s *SRQ) Resize(maxWR uint32) error {
+	const op = "modify srq"
+	if maxWR == 0 {
+		return s.pd.ctx.opErr(op, fmt.Errorf("max wr 0: an SRQ holds at least one receive: %w", unix.EINVAL))
+	}
+	return s.command(op, func() error {
+		s.recvMu.Lock()
+		defer s.recvMu.Unlock()
+		if s.stop != nil {
+			return s.stop
+		}
+		if err := s.p.Modify(kverbs.SRQMaxWR, kverbs.SRQAttr{MaxWR: maxWR}); err != nil {
+			return fmt.Errorf("resize to %d: %w", maxWR, err)
+		}
+		return nil
+	})
+}
+
 // command runs fn, a command that names the SRQ's handle, with the
 // context and the SRQ open for its whole length.
 func (s *SRQ) command(op string, fn func() error) error {
@@ -154,8 +179,13 @@ func (s *SRQ) EventHandle() uint64 { return s.handle }
 // UserValue returns SRQConfig.UserValue.
 func (s *SRQ) UserValue() uint64 { return s.user }
 
-// MaxWR returns how many receives the SRQ holds: at least SRQConfig.MaxWR.
-func (s *SRQ) MaxWR() uint32 { return s.p.MaxWR() }
+// MaxWR returns how many receives the SRQ holds: at least SRQConfig.MaxWR,
+// or what Resize asked for last.
+func (s *SRQ) MaxWR() uint32 {
+	s.recvMu.Lock() // Resize changes it under the lock
+	defer s.recvMu.Unlock()
+	return s.p.MaxWR()
+}
 
 // MaxSGE returns how many SGEs a receive may have.
 func (s *SRQ) MaxSGE() uint32 { return s.p.MaxSGE() }
@@ -205,7 +235,14 @@ func (s *SRQ) contextClosed() {
 	s.p.Release()
 }
 
-// halt stops the SRQ's posts with err (ErrDeviceFatal), unless stopped.
+// ErrSRQFailed is the error of every post to an SRQ after the device
+// reported it failed (the async event SRQ_ERR): the receives it held are
+// lost, and its QPs take no more from it. Close the SRQ and its QPs. It
+// wraps EIO.
+var ErrSRQFailed = fmt.Errorf("srq failed (async event SRQ_ERR): %w", unix.EIO)
+
+// halt stops the SRQ's posts with err (ErrDeviceFatal, ErrSRQFailed),
+// unless stopped.
 func (s *SRQ) halt(err error) {
 	s.recvMu.Lock()
 	if s.stop == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
+	"github.com/goverbs/goverbs/uapi"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -248,5 +249,163 @@ func TestSRQContextClose(t *testing.T) {
 	}
 	if err := srq.Close(); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("Close after the Context's Close: %v, want ErrClosed", err)
+	}
+}
+
+// Resize (ibv_modify_srq with IBV_SRQ_MAX_WR) on rxe, which has
+// IB_UVERBS_DEVICE_SRQ_RESIZE: the SRQ grows with its receives kept and
+// taken in the order they were posted, refuses to shrink below what it
+// holds or below its armed limit, or to grow past the device's MaxSRQWR
+// (EINVAL, unchanged), and shrinks once drained.
+func TestSRQResize(t *testing.T) {
+	c := openRXE(t)
+	attr, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.DeviceCapFlags&uapi.IB_UVERBS_DEVICE_SRQ_RESIZE == 0 {
+		t.Fatalf("rxe0's capabilities %#x lack SRQ_RESIZE", attr.DeviceCapFlags)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	srq, err := pd.NewSRQ(uverbs.SRQConfig{MaxWR: 16, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srq.Close()
+	scq, err := c.NewCQ(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scq.Close()
+	rcq, err := c.NewCQ(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcq.Close()
+	buf, err := uverbs.AllocBuffer(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	mr, err := pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	server, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: scq, RecvCQ: rcq, SRQ: srq,
+		Cap: uverbs.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	client, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: scq, RecvCQ: scq,
+		Cap: uverbs.QPCap{MaxSendWR: 128, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	rdmatest.ConnectRC(t, server, client)
+
+	next := uint64(0)
+	post := func(n int) (int, error) {
+		wrs := make([]uverbs.RecvWR, n)
+		for k := range wrs {
+			wrs[k] = uverbs.RecvWR{WRID: next + uint64(k), SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, srqSlot)}}
+		}
+		n, err := srq.PostRecv(wrs)
+		next += uint64(n)
+		return n, err
+	}
+	first := int(srq.MaxWR())
+	if n, err := post(first + 1); n != first || !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("posting %d to an SRQ of %d: %d posted, %v", first+1, first, n, err)
+	}
+	if err := srq.Resize(100); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := srq.Query(); err != nil || srq.MaxWR() < 100 || a.MaxWR < 100 {
+		t.Fatalf("after Resize(100): MaxWR %d, Query %+v, %v", srq.MaxWR(), a, err)
+	}
+	if n, err := post(100 - first); err != nil {
+		t.Fatalf("posting %d more after the resize: %d posted, %v", 100-first, n, err)
+	}
+	for _, bad := range []struct {
+		why   string
+		maxWR uint32
+	}{
+		{"fewer than it holds", 50},
+		{"more than the device's MaxSRQWR", uint32(attr.MaxSRQWR) + 1},
+	} {
+		if err := srq.Resize(bad.maxWR); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("Resize(%d), %s: %v, want EINVAL", bad.maxWR, bad.why, err)
+		}
+	}
+	if err := srq.Resize(0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Resize(0): %v, want EINVAL", err)
+	}
+
+	// Every receive, those posted before the resize first, in order.
+	for k := range 100 {
+		wr := uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 4096, 8)}}
+		if _, err := client.PostSend([]uverbs.SendWR{wr}); err != nil {
+			t.Fatalf("send %d: %v", k, err)
+		}
+	}
+	rdmatest.PollN(t, scq, 100)
+	for k, wc := range rdmatest.PollN(t, rcq, 100) {
+		if wc.Status != cq.Success || wc.WRID != uint64(k) || wc.QPNum != server.QPN() {
+			t.Fatalf("receive %d: %+v, want WRID %d on QP %d", k, wc, k, server.QPN())
+		}
+	}
+
+	// Drained: an armed limit bounds a shrink from below.
+	if err := srq.Arm(20); err != nil {
+		t.Fatal(err)
+	}
+	if err := srq.Resize(10); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Resize(10) under a limit of 20: %v, want EINVAL", err)
+	}
+	if err := srq.Resize(30); err != nil {
+		t.Fatalf("shrinking a drained SRQ to 30: %v", err)
+	}
+	if a, err := srq.Query(); err != nil || a.MaxWR < 30 || a.MaxWR >= 100 || a.Limit != 20 {
+		t.Errorf("after Resize(30): Query %+v, %v", a, err)
+	}
+	if n, err := post(int(srq.MaxWR())); err != nil {
+		t.Errorf("filling the shrunk SRQ: %d posted, %v", n, err)
+	}
+}
+
+// An SRQ_ERR stops the posts of the SRQ it names with ErrSRQFailed
+// (wrapping EIO), and of no other; Close still destroys it.
+func TestSRQErrStopsPosts(t *testing.T) {
+	c := openRXE(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	var srqs [2]*uverbs.SRQ
+	for i := range srqs {
+		if srqs[i], err = pd.NewSRQ(uverbs.SRQConfig{MaxWR: 4, MaxSGE: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.NoteAsync(uverbs.AsyncEvent{Type: uverbs.EventSRQErr, Element: srqs[0].EventHandle()})
+	wr := []uverbs.RecvWR{{WRID: 1}}
+	if _, err := srqs[0].PostRecv(wr); !errors.Is(err, uverbs.ErrSRQFailed) || !errors.Is(err, unix.EIO) {
+		t.Errorf("PostRecv after SRQ_ERR: %v, want ErrSRQFailed", err)
+	}
+	if _, err := srqs[1].PostRecv(wr); err != nil {
+		t.Errorf("PostRecv on the other SRQ: %v", err)
+	}
+	for _, s := range srqs {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }

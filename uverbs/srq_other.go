@@ -2,6 +2,8 @@
 
 package uverbs
 
+import "errors"
+
 // SRQ is a shared receive queue (ibv_srq). Not on this system: every
 // method returns an error wrapping ErrNotSupported, or a zero value.
 type SRQ struct{}
@@ -35,3 +37,11 @@ func (s *SRQ) MaxSGE() uint32 { return 0 }
 
 // PD returns nil.
 func (s *SRQ) PD() *PD { return nil }
+
+// Resize returns an error wrapping ErrNotSupported.
+func (s *SRQ) Resize(maxWR uint32) error { return unsupported("modify srq", "") }
+
+// ErrSRQFailed is the error of every post to an SRQ after the device
+// reported it failed (the async event SRQ_ERR). It never occurs on this
+// system.
+var ErrSRQFailed = errors.New("srq failed (async event SRQ_ERR)")

@@ -2,11 +2,11 @@ package rxe
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/release"
@@ -21,8 +21,9 @@ type SRQ struct {
 	k    kverbs.SRQ
 	num  uint32
 	rq   *queue
-	sge  uint32 // the most SGEs a receive takes: the SRQ's cap, or what fits a slot if fewer
-	size uint32 // the entries the ring holds
+	sge  uint32      // the most SGEs a receive takes: the SRQ's cap, or what fits a slot if fewer
+	size uint32      // the entries the ring holds
+	mi   uapi.Mminfo // where a resize's new ring is, written by the kernel
 }
 
 // CreateSRQ creates the SRQ and maps its ring.
@@ -64,17 +65,39 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
 	return n, recvErr(s.rq, s.k.MaxSGE, wrs, n)
 }
 
-// Modify arms the limit event (kverbs.SRQLimit). Resizing, which rxe
-// does by giving the ring a new mapping, is not supported.
+// Modify arms the limit event (kverbs.SRQLimit) and resizes the ring
+// (kverbs.SRQMaxWR). The caller holds off posts while it resizes: rxe
+// copies the posted receives into a new ring and gives its mmap
+// information back through the command, and the old mapping is given up.
 func (s *SRQ) Modify(mask uint32, a kverbs.SRQAttr) error {
-	if mask&kverbs.SRQMaxWR != 0 {
-		return fmt.Errorf("resizing an rxe SRQ (a new mapping of its ring): %w", errs.ErrNotSupported)
+	// rxe reads its command whatever the mask; the mmap information is
+	// written only by a resize. It lives in the SRQ, on the heap, where
+	// the kernel's write cannot miss a moved goroutine stack.
+	s.mi = uapi.Mminfo{}
+	cmd := uapi.RxeModifySRQCmd{MmapInfoAddr: uapi.NewPointer(unsafe.Pointer(&s.mi))}
+	if err := kverbs.ModifySRQ(s.c.conn, s.k.Handle, mask, a, bytesOf(&cmd)); err != nil {
+		return err
 	}
-	// rxe reads its command whatever the mask: where a resize would
-	// write the new ring's mmap information.
-	var mi uapi.Mminfo
-	cmd := uapi.RxeModifySRQCmd{MmapInfoAddr: uapi.NewPointer(unsafe.Pointer(&mi))}
-	return kverbs.ModifySRQ(s.c.conn, s.k.Handle, mask, a, bytesOf(&cmd))
+	if mask&kverbs.SRQMaxWR == 0 {
+		return nil
+	}
+	rq, err := mapQueue(s.c.fd, s.mi, recvWQEHeader)
+	s.rq.unmap() // the kernel consumes only the new ring now
+	if err != nil {
+		// The receives posted are in the new ring, which is not mapped:
+		// every later post fails (recvErr says why).
+		s.rq, s.size = lostRing(), 0
+		return fmt.Errorf("rxe shared receive queue resized to %d, its new ring: %w", a.MaxWR, err)
+	}
+	s.rq, s.size = rq, uint32(rq.size())
+	s.k.MaxWR = a.MaxWR
+	return nil
+}
+
+// lostRing stands for a ring that could not be mapped after a resize:
+// it reads as full and has no slots.
+func lostRing() *queue {
+	return &queue{prod: new(atomic.Uint32), cons: new(atomic.Uint32)}
 }
 
 // Destroy destroys the SRQ in the kernel, then unmaps its ring.
@@ -125,6 +148,8 @@ func recvErr(rq *queue, capSGE uint32, wrs []provider.RecvWR, i int) error {
 	switch {
 	case uint32(n) > capSGE:
 		return wrErr(i, fmt.Errorf("%d SGEs, the SRQ takes %d: %w", n, capSGE, unix.EINVAL))
+	case rq.mask == 0:
+		return wrErr(i, fmt.Errorf("the ring was lost in a resize: %w", unix.EIO))
 	case uintptr(n)*sgeSize > rq.slotSize()-recvWQEHeader:
 		return wrErr(i, fmt.Errorf("%d SGEs do not fit a receive slot: %w", n, unix.EINVAL))
 	}
