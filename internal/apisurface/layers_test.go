@@ -42,6 +42,7 @@ var layers = map[string][]string{
 	"internal/mlx5model": {"internal/transport", "uapi"},
 	"rdmacm": {"cq", "internal/errs", "internal/fdturn", "internal/netlink", "internal/ucma", "uapi",
 		"uverbs"},
+	"rdmanet": {"cq", "rdmacm", "uverbs"},
 }
 
 // examplesMayImport is what the programs in examples/ may import of
@@ -49,10 +50,11 @@ var layers = map[string][]string{
 var examplesMayImport = []string{"cq", "uverbs"}
 
 // deps are the modules outside the standard library that goverbs may
-// import: x/sys everywhere, go-cmp in tests only (README: dependencies).
+// import: x/sys everywhere, go-cmp and x/net's nettest in tests only
+// (README: dependencies).
 var (
 	libraryDeps = []string{"golang.org/x/sys/"}
-	testDeps    = []string{"golang.org/x/sys/", "github.com/google/go-cmp/"}
+	testDeps    = []string{"golang.org/x/sys/", "github.com/google/go-cmp/", "golang.org/x/net/nettest"}
 )
 
 // TestLayers holds every package to the documented package graph and the

@@ -1,0 +1,48 @@
+// Package rdmanet is Go's net.Conn and net.Listener over RDMA: a reliable,
+// ordered byte stream on an RC queue pair, made by package rdmacm, with
+// no cgo. Code written for net.Conn (net/http, net/rpc, io.Copy) runs on
+// it unchanged:
+//
+//	l, err := rdmanet.Listen("rdma", "192.0.2.1:8080")
+//	go http.Serve(l, handler)
+//	c := &http.Client{Transport: &http.Transport{DialContext: (&rdmanet.Dialer{}).DialContext}}
+//
+// # The stream
+//
+// Each connection registers (ReadBuffers + WriteBuffers) × BufferSize
+// bytes (Config; 256 KiB by default) and keeps ReadBuffers receives
+// posted. Write copies the caller's bytes into a write buffer and posts a
+// SEND with immediate data, a buffer's worth per message; Write returns
+// once every byte is in registered memory and posted, after which the QP
+// delivers it in order unless the connection fails. Read copies out what
+// has arrived and reposts each emptied buffer.
+//
+// Flow control is by credits: a side sends a message only into a receive
+// its peer posted for it, told at the start (the hello in the connection's
+// private data) and handed back in each message's header as the peer
+// reposts. So a sender never meets receiver-not-ready, and a Write waits
+// while the peer's application does not read. One receive is kept for
+// credit and fin messages, which carry no bytes.
+//
+// # Waiting
+//
+// A goroutine of each connection waits for its completion events on the
+// Go runtime's poller (no OS thread per connection) and wakes the Read or
+// Write waiting. Deadlines (SetDeadline, SetReadDeadline,
+// SetWriteDeadline) end a waiting or later call with an error wrapping
+// os.ErrDeadlineExceeded whose Timeout() is true. Config.BusyPoll makes a
+// waiting call poll the completion queue itself for a while first.
+//
+// # Ending
+//
+// CloseWrite sends a fin: the peer's Reads return io.EOF after the bytes
+// before it. Close sends one too, waits up to a second for the messages
+// in flight, disconnects and gives the memory back; Reads and Writes
+// waiting end with net.ErrClosed. When the peer disconnects or dies, the
+// QP's work flushes and the next Read (after any fin and the bytes
+// before it) or Write returns an error wrapping syscall.ECONNRESET.
+//
+// The wire format is in wire.go; docs/RDMANET.md describes the protocol
+// and the memory it uses. On every system but Linux, Dial and Listen
+// return an error wrapping errors.ErrUnsupported.
+package rdmanet
