@@ -12,6 +12,7 @@
 // mlx5_ib answers it: the attribute rules of the ioctl framework, the core
 // objects and handles, and the mlx5 driver data (mlx5_ib_alloc_ucontext,
 // mlx5_ib_create_cq, mlx5_ib_create_qp, mlx5_ib_resize_cq,
+// mlx5_ib_create_srq and its modify, query and destroy,
 // mlx5_ib_create_ah_resp, the UAR driver object). Completion channels and
 // the async event fd are pipes, written as the kernel queues events.
 // Context.FD is a memfd that stands for the uverbs fd: the provider mmaps
@@ -24,7 +25,13 @@
 // execute the posted WQEs (ctrl, remote-address, atomic, datagram, data
 // and inline segments, wrapping at the end of the ring), moving bytes
 // between registered buffers after checking keys, ranges, protection
-// domains and access rights; RC waits (RNR) for a receive. It writes
+// domains and access rights; RC waits (RNR) for a receive. A QP on a
+// shared receive queue takes its receives from the SRQ's linked WQEs in
+// list order (its own place in the list, and a count of WQEs taken
+// against the doorbell record's), its CQEs naming the SRQ's WQE; an
+// armed SRQ limit raises SRQ_LIMIT_REACHED once, and a QP on an SRQ
+// moved to the error state raises QP_LAST_WQE_REACHED instead of
+// flushing receives it does not own. It writes
 // 64-byte CQEs big-endian with the owner bit of the pass, op_own last
 // with a release store, never over one the consumer has not freed (an
 // overrun breaks the CQ and raises the async event CQ_ERR). An arm

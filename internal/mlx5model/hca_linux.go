@@ -215,6 +215,13 @@ func (d *Device) qpError(q *qp) {
 	q.rnrWait = false
 	q.sweep = true
 	d.flushRecvs(q)
+	// A QP on an SRQ has no receives of its own to flush: the device
+	// reports instead that it will take no more WQEs from the SRQ
+	// (MLX5_EVENT_TYPE_SRQ_LAST_WQE, which mlx5_ib reports as
+	// IB_EVENT_QP_LAST_WQE_REACHED).
+	if q.srq != nil && q.ctx.asyncEvent(q.user, eventQPLastWQEReached, eventKey{1, q.user}) {
+		q.asyncs++
+	}
 	d.kick()
 }
 
@@ -233,17 +240,18 @@ func (d *Device) flushRecvs(q *qp) bool {
 	return busy
 }
 
-// respError completes the receive WQE at the QP's consumer index in
-// error, and consumes it.
+// respError completes the receive WQE the QP takes next (from its receive
+// queue or its SRQ) in error, and consumes it.
 func (d *Device) respError(q *qp, synd, vendor uint8) {
+	_, ctr := q.nextRecv()
 	var e [cqeSize]byte
 	be.PutUint32(e[errCQESRQN:], q.uidxField())
 	e[errCQEVendorSynd] = vendor
 	e[errCQESyndrome] = synd
 	be.PutUint32(e[errCQEOpcodeQPN:], q.qpn)
-	be.PutUint16(e[cqeWQECounter:], uint16(q.rqCI))
+	be.PutUint16(e[cqeWQECounter:], ctr)
 	e[cqeOpOwn] = uapi.MLX5_CQE_RESP_ERR << 4
-	q.rqCI++
+	d.takeRecv(q)
 	d.complete(q.rcq, &e, false, true)
 }
 
@@ -264,6 +272,9 @@ func (d *Device) reqError(q *qp, idx uint16, opcode, synd, vendor uint8) {
 func (q *qp) uidxField() uint32 {
 	if q.ctx.cqeVersion == 1 {
 		return q.uidx & 0xffffff
+	}
+	if q.srq != nil {
+		return q.srq.srqn
 	}
 	return 0
 }

@@ -66,6 +66,7 @@ type Device struct {
 	mrs        map[uint32]*mr // by key
 	nextQPN    uint32
 	nextCQN    uint32
+	nextSRQN   uint32
 	nextKey    uint32
 	nextUAR    uint32
 	inject     map[uint32][]uint8 // QPN -> syndromes of its next send WQEs
@@ -86,18 +87,19 @@ func New(opts Options) *Device {
 		opts.CompVectors = 2
 	}
 	d := &Device{
-		opts:    opts,
-		qps:     map[uint32]*qp{},
-		cqs:     map[uint32]*cq{},
-		mrs:     map[uint32]*mr{},
-		nextQPN: 0x1a4,
-		nextCQN: 0x402,
-		nextKey: 0x1200,
-		nextUAR: 0x20,
-		inject:  map[uint32][]uint8{},
-		wake:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:     opts,
+		qps:      map[uint32]*qp{},
+		cqs:      map[uint32]*cq{},
+		mrs:      map[uint32]*mr{},
+		nextQPN:  0x1a4,
+		nextCQN:  0x402,
+		nextSRQN: 0x81,
+		nextKey:  0x1200,
+		nextUAR:  0x20,
+		inject:   map[uint32][]uint8{},
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	go d.run()
 	return d
@@ -408,12 +410,16 @@ func (c *Context) releaseLocked() {
 			break
 		}
 	}
-	for _, kind := range []string{"qp", "ah", "mr", "cq", "uar", "pd"} {
+	for _, kind := range []string{"qp", "srq", "ah", "mr", "cq", "uar", "pd"} {
 		for h, o := range c.handles {
 			switch o := o.(type) {
 			case *qp:
 				if kind == "qp" {
 					c.destroyQP(o)
+				}
+			case *srq:
+				if kind == "srq" {
+					c.destroySRQ(o)
 				}
 			case *ah:
 				if kind == "ah" {
@@ -488,7 +494,7 @@ type eventPipe struct {
 
 // eventKey names the object an event is about.
 type eventKey struct {
-	kind   uint8 // 0 CQ, 1 QP, 2 device
+	kind   uint8 // 0 CQ, 1 QP, 2 device, 3 SRQ
 	handle uint64
 }
 

@@ -29,8 +29,11 @@ func TestControlPath(t *testing.T) {
 	if ok, err := e.conn.Supports(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE); !ok || err != nil {
 		t.Errorf("QP_CREATE probe: %v %v", ok, err)
 	}
-	if ok, _ := e.conn.Supports(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE); ok {
-		t.Error("SRQ_CREATE is not modelled, yet the probe says it is there")
+	if ok, err := e.conn.Supports(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE); !ok || err != nil {
+		t.Errorf("SRQ_CREATE probe: %v %v", ok, err)
+	}
+	if ok, _ := e.conn.Supports(uapi.UVERBS_OBJECT_WQ, uapi.UVERBS_METHOD_WQ_CREATE); ok {
+		t.Error("WQ_CREATE is not modelled, yet the probe says it is there")
 	}
 	r := e.resp
 	if r.TotBfregs != 0 || r.CQEVersion != 1 || r.BFRegSize != bfRegSize || r.NumPorts != 1 || r.ResponseLength == 0 {

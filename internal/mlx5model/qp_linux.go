@@ -59,6 +59,7 @@ type qp struct {
 	cap      uapi.IBUverbsQPCap
 	uidx     uint32
 	uar      *uar // where its send doorbells ring
+	srq      *srq // where its receives come from (it then has no receive queue)
 
 	buf     unsafe.Pointer // the RQ, then the SQ
 	rqCnt   uint32
@@ -92,6 +93,8 @@ type qp struct {
 
 type qpReq struct {
 	pd, send, recv uint32
+	srq            uint32
+	hasSRQ         bool
 	user           uint64
 	typ            uint8
 	sigAll         bool
@@ -99,7 +102,7 @@ type qpReq struct {
 }
 
 func qpCreateIoctl(a *args) unix.Errno {
-	if a.has(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) || a.has(uapi.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE) ||
+	if a.has(uapi.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE) ||
 		a.has(uapi.UVERBS_ATTR_CREATE_QP_IND_TABLE_HANDLE) || a.has(uapi.UVERBS_ATTR_CREATE_QP_SOURCE_QPN) ||
 		a.has(uapi.UVERBS_ATTR_CREATE_QP_EVENT_FD) {
 		return unix.EOPNOTSUPP // not modelled
@@ -126,6 +129,8 @@ func qpCreateIoctl(a *args) unix.Errno {
 		typ:    uint8(a.val(uapi.UVERBS_ATTR_CREATE_QP_TYPE)),
 		sigAll: flags&uapi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL != 0,
 		cap:    *view[uapi.IBUverbsQPCap](capIn),
+		srq:    uint32(a.val(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE)),
+		hasSRQ: a.has(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE),
 	}
 	in, ok := a.in(uapi.UVERBS_ATTR_UHW_IN)
 	if !ok {
@@ -158,10 +163,21 @@ func (c *Context) createQP(r qpReq, uhw []byte, uhwOutLen int) (*qp, []byte, uni
 	if p == nil || scq == nil || rcq == nil {
 		return nil, nil, unix.EINVAL
 	}
+	var sq *srq
+	if r.hasSRQ {
+		if sq, _ = c.handles[r.srq].(*srq); sq == nil {
+			return nil, nil, unix.EINVAL
+		}
+	}
 	cp := r.cap
 	if cp.MaxSendWR > maxQPWR || cp.MaxRecvWR > maxQPWR || cp.MaxSendSGE > maxSGE || cp.MaxRecvSGE > maxSGE ||
 		cp.MaxInlineData > maxInline {
 		return nil, nil, unix.EINVAL
+	}
+	if sq != nil {
+		// set_rq_size: a QP on an SRQ has no receive queue, whatever
+		// the caps and the driver data say.
+		cp.MaxRecvWR, cp.MaxRecvSGE = 0, 0
 	}
 	const minIn = int(unsafe.Offsetof(uapi.Mlx5IBCreateQP{}.SqBufAddr))
 	if len(uhw) < minIn {
@@ -187,6 +203,10 @@ func (c *Context) createQP(r qpReq, uhw []byte, uhwOutLen int) (*qp, []byte, uni
 	}
 	if req.RqWqeCount != 0 && (req.RqWqeShift < 4 || req.RqWqeShift > 31) {
 		return nil, nil, unix.EINVAL
+	}
+	if sq != nil && req.RqWqeCount != 0 {
+		d.violate("create qp: %d receive WQEs for a QP on an SRQ: mlx5_ib ignores them and puts the send queue at the buffer's start", req.RqWqeCount)
+		req.RqWqeCount = 0
 	}
 	// The kernel takes the provider's geometry on trust; the model checks
 	// that it holds what the QP promises, as the device would overflow.
@@ -255,7 +275,7 @@ func (c *Context) createQP(r qpReq, uhw []byte, uhwOutLen int) (*qp, []byte, uni
 		d.violate("create qp: doorbell record not zeroed (%#x %#x)", rx, tx)
 	}
 	q := &qp{ctx: c, user: r.user, typ: r.typ, pd: p, scq: scq, rcq: rcq, sigAll: r.sigAll, cap: cp, uidx: uidx,
-		uar: u, buf: buf, rqCnt: req.RqWqeCount, rqShift: req.RqWqeShift, sqCnt: req.SqWqeCount,
+		uar: u, srq: sq, buf: buf, rqCnt: req.RqWqeCount, rqShift: req.RqWqeShift, sqCnt: req.SqWqeCount,
 		sq: unsafe.Add(buf, uintptr(rqBytes)), db: db, port: 1}
 	q.qpn = d.nextQPN
 	d.nextQPN++
@@ -267,6 +287,9 @@ func (c *Context) createQP(r qpReq, uhw []byte, uhwOutLen int) (*qp, []byte, uni
 	p.refs++
 	scq.refs++
 	rcq.refs++
+	if sq != nil {
+		sq.refs++
+	}
 	resp := uapi.Mlx5IBCreateQPResp{BfregIndex: bfreg}
 	var out []byte
 	if uhwOutLen > 0 {
@@ -307,6 +330,9 @@ func (c *Context) destroyQP(q *qp) uint32 {
 	q.pd.refs--
 	q.scq.refs--
 	q.rcq.refs--
+	if q.srq != nil {
+		q.srq.refs--
+	}
 	q.buf, q.sq, q.db = nil, nil, nil
 	q.state = qpsReset
 	return n

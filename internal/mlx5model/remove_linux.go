@@ -125,6 +125,13 @@ func (c *Context) disassociate() error {
 			}
 			o.dead, o.buf, o.sq, o.db = true, nil, nil, nil
 			delete(d.qps, o.qpn)
+		case *srq:
+			t.object = uapi.UVERBS_OBJECT_SRQ
+			t.async = o.asyncs
+			if c.async != nil {
+				t.async -= uint32(c.async.unread(eventKey{3, o.user}))
+			}
+			o.dead, o.buf, o.db = true, nil, nil
 		case *uar:
 			t.object = uapi.MLX5_IB_OBJECT_UAR
 		}
@@ -192,6 +199,13 @@ func (c *Context) afterRemoval(a *args) unix.Errno {
 			a.out(uapi.UVERBS_ATTR_DESTROY_QP_RESP, u32b(t.async))
 		}
 		return e
+	case key(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_DESTROY):
+		t, e := c.bury(a.val(uapi.UVERBS_ATTR_DESTROY_SRQ_HANDLE), uapi.UVERBS_OBJECT_SRQ)
+		if e == 0 {
+			r := uapi.IBUverbsDestroySRQResp{EventsReported: t.async}
+			a.out(uapi.UVERBS_ATTR_DESTROY_SRQ_RESP, structBytes(&r))
+		}
+		return e
 	case key(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_INVOKE_WRITE):
 		if _, ok := removedWriteCmds[uint32(a.val(uapi.UVERBS_ATTR_WRITE_CMD))]; ok {
 			return runWrite(a, removedWriteCmds)
@@ -225,6 +239,13 @@ var removedWriteCmds = map[uint32]writeCmd{
 	}},
 	uapi.IB_USER_VERBS_CMD_DESTROY_QP: {int(unsafe.Sizeof(uapi.IBUverbsDestroyQP{})), int(unsafe.Sizeof(uapi.IBUverbsDestroyQPResp{})), func(w *wargs) unix.Errno {
 		t, e := w.c.bury(uint64(view[uapi.IBUverbsDestroyQP](w.in).QPHandle), uapi.UVERBS_OBJECT_QP)
+		if e == 0 {
+			w.respond(u32b(t.async))
+		}
+		return e
+	}},
+	uapi.IB_USER_VERBS_CMD_DESTROY_SRQ: {int(unsafe.Sizeof(uapi.IBUverbsDestroySRQ{})), int(unsafe.Sizeof(uapi.IBUverbsDestroySRQResp{})), func(w *wargs) unix.Errno {
+		t, e := w.c.bury(uint64(view[uapi.IBUverbsDestroySRQ](w.in).SRQHandle), uapi.UVERBS_OBJECT_SRQ)
 		if e == 0 {
 			w.respond(u32b(t.async))
 		}

@@ -23,6 +23,7 @@ const (
 	maxQP        = 1 << 18
 	maxRdAtom    = 16
 	maxInline    = 512
+	maxRqDesc    = 512 // max_wqe_sz_rq: bytes a receive WQE may take
 	gidTableLen  = 255
 	pkeyTableLen = 1
 	portMaxMsg   = 1 << 30
@@ -160,6 +161,31 @@ func buildMethods() {
 					min: int(unsafe.Sizeof(uapi.IBUverbsQPCap{}))},
 				{id: uapi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, kind: kPtrOut, mandatory: true, min: 4},
 			}},
+		key(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE): {
+			udata: true, handle: srqCreateIoctl,
+			attrs: []attrSpec{
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_HANDLE, kind: kIDRNew, mandatory: true},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, kind: kIDR, mandatory: true},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_TYPE, kind: kConst, mandatory: true},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE, kind: kIDR},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE, kind: kIDR},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, kind: kPtrIn, mandatory: true, min: 8, max: 8},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, kind: kPtrIn, mandatory: true, min: 4, max: 4},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, kind: kPtrIn, mandatory: true, min: 4, max: 4},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_LIMIT, kind: kPtrIn, mandatory: true, min: 4, max: 4},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_MAX_NUM_TAGS, kind: kPtrIn, min: 4, max: 4},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, kind: kFD},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, kind: kPtrOut, mandatory: true, min: 4},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, kind: kPtrOut, mandatory: true, min: 4},
+				{id: uapi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, kind: kPtrOut, min: 4},
+			}},
+		key(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_DESTROY): {
+			handle: srqDestroyIoctl,
+			attrs: []attrSpec{
+				{id: uapi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, kind: kIDR, mandatory: true},
+				{id: uapi.UVERBS_ATTR_DESTROY_SRQ_RESP, kind: kPtrOut, mandatory: true,
+					min: int(unsafe.Sizeof(uapi.IBUverbsDestroySRQResp{}))},
+			}},
 		key(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_DESTROY): {
 			handle: qpDestroyIoctl,
 			attrs: []attrSpec{
@@ -282,7 +308,7 @@ func (c *Context) allocUcontext(in []byte, outLen int) (*uapi.Mlx5IBAllocUcontex
 		BFRegSize:       bfRegSize,
 		CacheLineSize:   64,
 		MaxSqDescSz:     512,
-		MaxRqDescSz:     512,
+		MaxRqDescSz:     maxRqDesc,
 		MaxSendWqebb:    maxQPWR,
 		MaxRecvWR:       maxQPWR,
 		MaxSRQRecvWR:    maxQPWR,

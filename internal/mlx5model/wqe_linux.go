@@ -193,15 +193,32 @@ func move(dst, src []span) {
 	}
 }
 
-// recvWQE returns the data segments of the receive WQE at a QP's
-// consumer index.
-func (q *qp) recvWQE() []byte {
+// nextRecv returns the data segments of the receive WQE a QP takes next,
+// from its receive queue or its SRQ, and the wqe_counter its CQE carries
+// (the SRQ's WQE index); takeRecv consumes it.
+func (q *qp) nextRecv() ([]byte, uint16) {
+	if q.srq != nil {
+		return q.srq.peek()
+	}
 	size := 1 << q.rqShift
-	return bytesAt(unsafe.Add(q.buf, uintptr(q.rqCI&(q.rqCnt-1))*uintptr(size)), size)
+	return bytesAt(unsafe.Add(q.buf, uintptr(q.rqCI&(q.rqCnt-1))*uintptr(size)), size), uint16(q.rqCI)
 }
 
-// recvPosted reports whether a receive is posted.
+// takeRecv consumes the receive WQE nextRecv returned.
+func (d *Device) takeRecv(q *qp) {
+	if q.srq != nil {
+		d.take(q.srq)
+		return
+	}
+	q.rqCI++
+}
+
+// recvPosted reports whether a receive is posted: in the QP's receive
+// queue, or in its SRQ.
 func (q *qp) recvPosted() bool {
+	if q.srq != nil {
+		return q.srq.avail() != 0
+	}
 	return q.rqCnt != 0 && uint16(load32BE(q.db)) != uint16(q.rqCI)
 }
 
@@ -288,8 +305,9 @@ func (d *Device) exec(q *qp, opcode uint8, w []byte, imm [4]byte, solicited bool
 			}
 			move(dst, src)
 			var e [cqeSize]byte
-			d.respCQE(peer, q, &e, uapi.MLX5_CQE_RESP_WR_IMM, uint32(length), imm)
-			peer.rqCI++
+			_, ctr := peer.nextRecv()
+			d.respCQE(peer, q, &e, uapi.MLX5_CQE_RESP_WR_IMM, uint32(length), imm, ctr)
+			d.takeRecv(peer)
 			d.complete(peer.rcq, &e, solicited, false)
 		} else {
 			move(dst, src)
@@ -374,7 +392,7 @@ func (d *Device) responderError(peer *qp, typ uint32) {
 func (d *Device) deliver(q, peer *qp, opcode uint8, src []span, length uint64, imm [4]byte, solicited bool) result {
 	defer d.on(peer)()
 	rc := q.typ == uapi.IB_UVERBS_QPT_RC
-	if peer.rqCnt == 0 {
+	if peer.rqCnt == 0 && peer.srq == nil {
 		return result{synd: uapi.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR}
 	}
 	if !peer.recvPosted() {
@@ -383,7 +401,8 @@ func (d *Device) deliver(q, peer *qp, opcode uint8, src []span, length uint64, i
 		}
 		return result{rnr: true}
 	}
-	dst, capacity, synd := d.local(peer, peer.recvWQE(), true)
+	segs, ctr := peer.nextRecv()
+	dst, capacity, synd := d.local(peer, segs, true)
 	if synd != 0 {
 		d.respError(peer, synd, vendorDefault)
 		return result{synd: uapi.MLX5_CQE_SYNDROME_REMOTE_OP_ERR, respErr: true, asyncType: 2}
@@ -403,20 +422,21 @@ func (d *Device) deliver(q, peer *qp, opcode uint8, src []span, length uint64, i
 		imm = [4]byte{}
 	}
 	var e [cqeSize]byte
-	d.respCQE(peer, q, &e, op, uint32(length), imm)
-	peer.rqCI++
+	d.respCQE(peer, q, &e, op, uint32(length), imm, ctr)
+	d.takeRecv(peer)
 	d.complete(peer.rcq, &e, solicited, false)
 	return result{byteCnt: uint32(length)}
 }
 
-// respCQE fills a responder CQE of peer for a message from q.
-func (d *Device) respCQE(peer, from *qp, e *[cqeSize]byte, op uint8, byteCnt uint32, imm [4]byte) {
+// respCQE fills a responder CQE of peer for a message from q, which
+// used the receive WQE ctr names.
+func (d *Device) respCQE(peer, from *qp, e *[cqeSize]byte, op uint8, byteCnt uint32, imm [4]byte, ctr uint16) {
 	be.PutUint32(e[cqeSRQNUIdx:], peer.uidxField())
 	copy(e[cqeImmInvalPKey:], imm[:]) // as on the wire: big-endian
 	be.PutUint32(e[cqeByteCnt:], byteCnt)
 	be.PutUint32(e[cqeFlagsRQPN:], from.qpn)
 	be.PutUint32(e[cqeSopDropQPN:], peer.qpn)
-	be.PutUint16(e[cqeWQECounter:], uint16(peer.rqCI))
+	be.PutUint16(e[cqeWQECounter:], ctr)
 	e[cqeOpOwn] = op << 4
 }
 
@@ -474,7 +494,8 @@ func (d *Device) execUD(q *qp, opcode uint8, w []byte, imm [4]byte, solicited bo
 		peer.qkey != qkey || !peer.recvPosted() {
 		return ok
 	}
-	dst, capacity, synd := d.local(peer, peer.recvWQE(), true)
+	segs, ctr := peer.nextRecv()
+	dst, capacity, synd := d.local(peer, segs, true)
 	if synd != 0 {
 		d.respError(peer, synd, vendorDefault)
 		return ok
@@ -494,10 +515,10 @@ func (d *Device) execUD(q *qp, opcode uint8, w []byte, imm [4]byte, solicited bo
 		imm = [4]byte{} // pkey index 0
 	}
 	var e [cqeSize]byte
-	d.respCQE(peer, q, &e, op, uint32(length)+grhSize, imm)
+	d.respCQE(peer, q, &e, op, uint32(length)+grhSize, imm, ctr)
 	be.PutUint32(e[cqeFlagsRQPN:], uint32(l3)<<28|q.qpn)
 	e[cqeMLPath] = 0
-	peer.rqCI++
+	d.takeRecv(peer)
 	d.complete(peer.rcq, &e, solicited, false)
 	return ok
 }

@@ -134,10 +134,8 @@ var writeCmds = map[uint32]writeCmd{
 	}},
 	uapi.IB_USER_VERBS_CMD_CREATE_QP: {int(unsafe.Sizeof(uapi.IBUverbsCreateQP{})), int(unsafe.Sizeof(uapi.IBUverbsCreateQPResp{})), func(w *wargs) unix.Errno {
 		req := view[uapi.IBUverbsCreateQP](w.in)
-		if req.IsSRQ != 0 {
-			return unix.EOPNOTSUPP
-		}
 		q, out, e := w.c.createQP(qpReq{pd: req.PDHandle, send: req.SendCQHandle, recv: req.RecvCQHandle,
+			srq: req.SRQHandle, hasSRQ: req.IsSRQ != 0,
 			user: req.UserHandle, typ: req.QPType, sigAll: req.SqSigAll != 0,
 			cap: uapi.IBUverbsQPCap{MaxSendWR: req.MaxSendWR, MaxRecvWR: req.MaxRecvWR, MaxSendSGE: req.MaxSendSGE,
 				MaxRecvSGE: req.MaxRecvSGE, MaxInlineData: req.MaxInlineData}}, w.uhwIn, w.uhwOutLen)
@@ -165,6 +163,37 @@ var writeCmds = map[uint32]writeCmd{
 	uapi.IB_USER_VERBS_CMD_DESTROY_QP: {int(unsafe.Sizeof(uapi.IBUverbsDestroyQP{})), int(unsafe.Sizeof(uapi.IBUverbsDestroyQPResp{})), func(w *wargs) unix.Errno {
 		req := view[uapi.IBUverbsDestroyQP](w.in)
 		n, e := w.c.destroyQPHandle(req.QPHandle)
+		if e != 0 {
+			return e
+		}
+		w.respond(u32b(n))
+		return 0
+	}},
+	uapi.IB_USER_VERBS_CMD_CREATE_SRQ: {int(unsafe.Sizeof(uapi.IBUverbsCreateSRQ{})), int(unsafe.Sizeof(uapi.IBUverbsCreateSRQResp{})), func(w *wargs) unix.Errno {
+		req := view[uapi.IBUverbsCreateSRQ](w.in)
+		s, out, e := w.c.createSRQ(srqReq{pd: req.PDHandle, user: req.UserHandle, maxWR: req.MaxWR, maxSGE: req.MaxSGE},
+			w.uhwIn, w.uhwOutLen)
+		if e != 0 {
+			return e
+		}
+		r := uapi.IBUverbsCreateSRQResp{SRQHandle: s.handle, MaxWR: s.cnt - 1, MaxSGE: s.maxGS}
+		w.respond(structBytes(&r))
+		w.uhwOut = out
+		return 0
+	}},
+	uapi.IB_USER_VERBS_CMD_MODIFY_SRQ: {int(unsafe.Sizeof(uapi.IBUverbsModifySRQ{})), 0, func(w *wargs) unix.Errno {
+		return w.c.modifySRQ(view[uapi.IBUverbsModifySRQ](w.in))
+	}},
+	uapi.IB_USER_VERBS_CMD_QUERY_SRQ: {int(unsafe.Sizeof(uapi.IBUverbsQuerySRQ{})), int(unsafe.Sizeof(uapi.IBUverbsQuerySRQResp{})), func(w *wargs) unix.Errno {
+		r, e := w.c.querySRQ(view[uapi.IBUverbsQuerySRQ](w.in).SRQHandle)
+		if e != 0 {
+			return e
+		}
+		w.respond(structBytes(&r))
+		return 0
+	}},
+	uapi.IB_USER_VERBS_CMD_DESTROY_SRQ: {int(unsafe.Sizeof(uapi.IBUverbsDestroySRQ{})), int(unsafe.Sizeof(uapi.IBUverbsDestroySRQResp{})), func(w *wargs) unix.Errno {
+		n, e := w.c.destroySRQHandle(view[uapi.IBUverbsDestroySRQ](w.in).SRQHandle)
 		if e != 0 {
 			return e
 		}

@@ -170,6 +170,25 @@ func BenchmarkMlx5PostRecv(b *testing.B) {
 	}
 }
 
+// BenchmarkMlx5PostSRQRecv posts one receive to an SRQ, then gives its
+// WQE back as a completion would: the free list's lock, its walk and the
+// doorbell record, to compare with BenchmarkMlx5PostRecv's ring.
+func BenchmarkMlx5PostSRQRecv(b *testing.B) {
+	c, _, _ := benchRig(b)
+	s, err := c.newSRQ(1024, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Release)
+	wrs := []provider.RecvWR{{SGL: []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		i := s.head
+		s.PostRecv(wrs)
+		s.complete(uint16(i))
+	}
+}
+
 // BenchmarkMlx5PostSendInline posts signaled sends whose payload is
 // copied into the WQE (SendInline, as perftest's latency tools post small
 // messages), one per doorbell and sixteen per doorbell.

@@ -313,7 +313,10 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 				key = c.uidx()
 			}
 			qp := qps.find(key)
-			if qp == nil {
+			if qp == nil || qp.gone {
+				if qp != nil {
+					qp.dropStale(c)
+				}
 				continue // a QP destroyed with completions still queued
 			}
 			w := &wcs[n]
@@ -337,6 +340,8 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 			case qp.rq.wqeCnt != 0:
 				w.WRID = qp.rq.completeRecv(c.wqeCounter())
 				qps.rqDone++
+			case qp.srq != nil:
+				w.WRID = qp.srq.complete(c.wqeCounter()) // and the WQE is free again
 			default:
 				w.WRID = 0 // a QP without a receive queue of its own
 			}
@@ -519,8 +524,10 @@ func (q *CQ) held() int {
 // clean removes the completions of the QP named key (user index or QPN)
 // from the ring: walking back from the newest, every other CQE moves up
 // by the number removed so far, keeping the owner bit of its new slot;
-// then the consumer index passes the freed slots.
-func (q *CQ) clean(key uint32) {
+// then the consumer index passes the freed slots. The receive WQEs that
+// removed completions of a QP on srq name go back to srq's free list, as
+// polling them would have sent them.
+func (q *CQ) clean(key uint32, srq *SRQ) {
 	prod := q.ci + uint32(q.held())
 	freed := uint32(0)
 	for i := prod; i != q.ci; {
@@ -532,6 +539,9 @@ func (q *CQ) clean(key uint32) {
 		}
 		switch {
 		case k == key && c.opcode() != cqeResizeCQ:
+			if srq != nil && !c.sendSide() {
+				srq.complete(c.wqeCounter())
+			}
 			freed++
 		case freed > 0:
 			dst, src := q.slot(i+freed), q.slot(i)

@@ -28,6 +28,14 @@
 //     remote-address, atomic, datagram, data and inline segments, wrapping
 //     at the end of the ring), receive queues of data-segment lists, the
 //     doorbell record, and the 8-byte UAR doorbell (no BlueFlame).
+//   - SRQ: a buffer of WQEs (a next segment, then data segments) linked
+//     into a free list by their next indexes, a doorbell record counting
+//     the receives posted, and the wr_ids by WQE index. A post takes WQEs
+//     from the list's head; Poll finds a receive's wr_id by the CQE's
+//     wqe_counter and links the WQE back after the tail, under the SRQ's
+//     lock. A QP on an SRQ has no receive queue of its own; a destroyed
+//     one leaves a stand-in that gives its queued receives' WQEs back.
+//     mlx5_ib cannot resize an SRQ.
 //
 // The fences and the UAR store are small Go assembly stubs, one file per
 // architecture (mmio_$GOARCH.s), mapped as rdma-core's

@@ -128,7 +128,8 @@ type context struct {
 	// replace it.
 	qps     atomic.Pointer[map[uint32]*QP]
 	qpMu    sync.Mutex
-	nextIdx uint32 // guarded by qpMu: the next user index to try
+	nextIdx uint32          // guarded by qpMu: the next user index to try
+	srqs    map[uint32]*SRQ // guarded by qpMu: SRQs by kernel handle, for CreateQP
 }
 
 // uarPage is a mapped UAR page and what the kernel calls it.
@@ -244,7 +245,7 @@ func (c *context) newUIDX() uint32 {
 	for {
 		i := c.nextIdx % legacyUIDX // legacyUIDX itself means "none"
 		c.nextIdx++
-		if m == nil || (*m)[i] == nil {
+		if m == nil || (*m)[i] == nil || (*m)[i].gone {
 			return i
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
@@ -92,6 +91,8 @@ type QP struct {
 	ovh      int // header bytes before the data
 	sq       sendQueue
 	rq       recvQueue
+	srq      *SRQ // where its receives come from, if it has no receive queue of its own
+	gone     bool // a destroyed QP's stand-in in the context's table (ghostOf)
 	buf      dmaBuf
 	db       unsafe.Pointer
 	bf       unsafe.Pointer // the blue-flame register rung with 8 bytes
@@ -106,13 +107,21 @@ type QP struct {
 // CreateQP sizes and allocates the queues, then creates the QP in the
 // kernel with their addresses, its user index and its UAR page.
 func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
+	var srq *SRQ
+	want := r.Cap
 	if r.HasSRQ {
-		return nil, fmt.Errorf("mlx5: shared receive queues: %w", unix.EOPNOTSUPP)
+		// A QP on an SRQ has no receive queue: its buffer is the send
+		// queue alone, as mlx5_ib lays it out (qp_has_rq is false).
+		if srq = c.srqByHandle(r.SRQ); srq == nil {
+			return nil, fmt.Errorf("mlx5: SRQ handle %d is no SRQ of this context: %w", r.SRQ, unix.EINVAL)
+		}
+		want.MaxRecvWR, want.MaxRecvSGE = 0, 0
 	}
-	q, err := c.newQP(r.Type, r.SigAll, r.Cap)
+	q, err := c.newQP(r.Type, r.SigAll, want)
 	if err != nil {
 		return nil, err
 	}
+	q.srq = srq
 	req := uapi.Mlx5IBCreateQP{
 		BufAddr:    uapi.NewPointer(q.buf.ptr()),
 		DbAddr:     uapi.NewPointer(q.db),
@@ -660,6 +669,9 @@ func putRaddr(s []byte, addr uint64, rkey uint32) {
 func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 	rq := &q.rq
 	if rq.wqeCnt == 0 {
+		if q.srq != nil {
+			return 0, fmt.Errorf("the QP receives through its SRQ: %w", unix.EINVAL)
+		}
 		return 0, fmt.Errorf("the QP has no receive queue: %w", unix.EINVAL)
 	}
 	var err error
@@ -713,7 +725,7 @@ func (q *QP) CleanCQ(pc provider.CQ) {
 	if !ok || c.buf == nil {
 		return
 	}
-	c.clean(q.key)
+	c.clean(q.key, q.srq)
 }
 
 // Reset starts the QP's queues over, as the device does at RESET.
@@ -739,13 +751,36 @@ func (q *QP) Destroy() (uint32, error) {
 	return ev, nil
 }
 
-// Release forgets the QP and frees its queues.
+// Release forgets the QP and frees its queues. A QP on an SRQ leaves a
+// stand-in in the table (ghostOf).
 func (q *QP) Release() {
 	if q.buf == nil {
 		return
 	}
-	q.ctx.setQP(q.key, nil)
+	var ghost *QP
+	if q.srq != nil {
+		ghost = ghostOf(q)
+	}
+	q.ctx.setQP(q.key, ghost)
 	q.free()
+}
+
+// ghostOf returns the stand-in of a destroyed QP on an SRQ. Completions of
+// its receives may still be queued in its CQ, each naming an SRQ WQE that
+// only Poll gives back (rdma-core cleans them out of the CQ at destroy,
+// under the CQ's lock, which the provider cannot take there). Poll finds
+// the stand-in, frees the WQE and reports nothing. It stays until its key
+// is reused or its SRQ released.
+func ghostOf(q *QP) *QP { return &QP{ctx: q.ctx, key: q.key, srq: q.srq, gone: true} }
+
+// dropStale consumes a completion c of a destroyed QP (q is its stand-in):
+// a receive's SRQ WQE is free again.
+//
+//go:noinline
+func (q *QP) dropStale(c *cqe64) {
+	if !c.sendSide() && c.opcode() != cqeResizeCQ {
+		q.srq.complete(c.wqeCounter())
+	}
 }
 
 func (q *QP) free() {
@@ -878,9 +913,3 @@ func (a *AH) Handle() uint32 { return a.handle }
 
 // Destroy destroys the address handle.
 func (a *AH) Destroy() error { return kverbs.DestroyAH(a.ctx.conn, a.handle) }
-
-// CreateSRQ is not supported yet: mlx5's SRQ (its linked WQEs, doorbell
-// record and free list) is the rest of issue #39.
-func (c *context) CreateSRQ(kverbs.SRQReq) (provider.SRQ, error) {
-	return nil, fmt.Errorf("mlx5 shared receive queue: %w", errs.ErrNotSupported)
-}
