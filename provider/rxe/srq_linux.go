@@ -56,13 +56,38 @@ func (s *SRQ) MaxWR() uint32 { return max(s.k.MaxWR, s.size) }
 // MaxSGE returns the most SGEs a receive takes.
 func (s *SRQ) MaxSGE() uint32 { return s.k.MaxSGE }
 
-// PostRecv writes each request into the ring, as a QP's PostRecv does.
+// PostRecv writes each request into the ring, with QP.PostRecv's loop
+// (which says why it is a copy).
 func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
-	n := postRecvs(s.rq, s.sge, wrs)
-	if n == len(wrs) {
-		return n, nil
+	rq := s.rq
+	for i := range wrs {
+		wr := &wrs[i]
+		if uint32(len(wr.SGL)) > s.sge { // one compare for the cap and the slot's room
+			return i, recvErr(rq, s.k.MaxSGE, wrs, i)
+		}
+		prod := rq.prod.Load()
+		if (prod+1)&rq.mask == rq.cons.Load() {
+			return i, recvErr(rq, s.k.MaxSGE, wrs, i)
+		}
+		slot := rq.slot(prod)
+		// The SGEs go first: their lengths' sum goes into the header. A
+		// lone SGE, the common receive, is copied whole, without putSGL's
+		// loop.
+		var length uint32 // modulo 2^32, as C's u32
+		if len(wr.SGL) == 1 {
+			sge := (*provider.SGE)(unsafe.Pointer(unsafe.SliceData(wr.SGL)))
+			*(*provider.SGE)(unsafe.Add(slot, recvWQEHeader)) = *sge
+			length = sge.Length
+		} else {
+			length = uint32(putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL))
+		}
+		w := (*uapi.RxeRecvWqe)(slot)
+		w.WRID, w.Reserved, w.Padding = wr.WRID, 0, 0
+		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = length, length, 0
+		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
+		release.Store32(rq.prod, (prod+1)&rq.mask)
 	}
-	return n, recvErr(s.rq, s.k.MaxSGE, wrs, n)
+	return len(wrs), nil
 }
 
 // Modify arms the limit event (kverbs.SRQLimit) and resizes the ring
@@ -113,33 +138,7 @@ func (s *SRQ) Destroy() (uint32, error) {
 // Release unmaps the ring; the kernel destroyed the SRQ with its context.
 func (s *SRQ) Release() { s.rq.unmap() }
 
-// postRecvs writes the requests into rq, an SRQ's ring, whose requests
-// take at most maxSGE SGEs, and returns how many it wrote: all of them,
-// or those before the first one too large or the ring filled (recvErr
-// says which).
-func postRecvs(rq *queue, maxSGE uint32, wrs []provider.RecvWR) int {
-	for i := range wrs {
-		wr := &wrs[i]
-		if uint32(len(wr.SGL)) > maxSGE { // one compare for the cap and the slot's room
-			return i
-		}
-		prod := rq.prod.Load()
-		if (prod+1)&rq.mask == rq.cons.Load() {
-			return i
-		}
-		slot := rq.slot(prod)
-		w := (*uapi.RxeRecvWqe)(slot)
-		// The SGEs go first: putSGL sums their lengths as it writes them.
-		length := uint32(putSGL(unsafe.Add(slot, recvWQEHeader), wr.SGL)) // modulo 2^32, as C's u32
-		w.WRID, w.Reserved, w.Padding = wr.WRID, 0, 0
-		w.Dma.Length, w.Dma.Resid, w.Dma.CurSGE = length, length, 0
-		w.Dma.NumSGE, w.Dma.SGEOffset, w.Dma.Reserved = uint32(len(wr.SGL)), 0, 0
-		release.Store32(rq.prod, (prod+1)&rq.mask)
-	}
-	return len(wrs)
-}
-
-// recvErr says why postRecvs stopped at request i: more SGEs than the
+// recvErr says why SRQ.PostRecv stopped at request i: more SGEs than the
 // SRQ takes (capSGE), more than fit a slot, or a full ring.
 //
 //go:noinline

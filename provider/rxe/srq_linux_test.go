@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/testutil"
@@ -124,8 +123,17 @@ func TestSRQOnDevice(t *testing.T) {
 	if a, err := kverbs.QuerySRQ(conn, s.Handle()); err != nil || a.Limit != 4 {
 		t.Errorf("query after arming the limit at 4: %+v, %v", a, err)
 	}
-	if err := s.Modify(kverbs.SRQMaxWR, kverbs.SRQAttr{MaxWR: 64}); !errors.Is(err, errs.ErrNotSupported) {
-		t.Errorf("resize: %v, want ErrNotSupported", err)
+	// A resize: the kernel copies the posted receives into a new ring,
+	// which replaces the old mapping.
+	old := uintptr(unsafe.Pointer(unsafe.SliceData(s.rq.mem)))
+	if err := s.Modify(kverbs.SRQMaxWR, kverbs.SRQAttr{MaxWR: 64}); err != nil {
+		t.Fatalf("resize to 64: %v", err)
+	}
+	if s.MaxWR() < 64 || s.MaxWR() != s.size || mapped(t, old) {
+		t.Errorf("after resizing to 64: MaxWR %d, ring of %d, the old ring mapped: %t", s.MaxWR(), s.size, mapped(t, old))
+	}
+	if held := (s.rq.prod.Load() - s.rq.cons.Load()) & s.rq.mask; held != uint32(len(wrs)-1) {
+		t.Errorf("the new ring holds %d receives, want the %d posted", held, len(wrs)-1)
 	}
 	ring := uintptr(unsafe.Pointer(unsafe.SliceData(s.rq.mem)))
 	if _, err := s.Destroy(); err != nil {
