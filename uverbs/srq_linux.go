@@ -15,10 +15,8 @@ import (
 // taken, in order, by whichever of its QPs a message arrives on, and the
 // completion names that QP (cq.WC.QPNum) and the receive's WRID. QPs take
 // from it when made with QPConfig.SRQ. It holds its PD alive. Safe for
-// concurrent use.
-//
-// On mlx5 devices NewSRQ returns an error wrapping ErrNotSupported for
-// now; on rxe, MaxWR cannot change after creation.
+// concurrent use. docs/SRQ.md says when to use one and how its limit
+// works.
 type SRQ struct {
 	pd     *PD
 	p      provider.SRQ
@@ -89,10 +87,16 @@ func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	n, err := s.p.PostRecv(providerRecvWRs(wrs))
 	s.recvMu.Unlock()
 	if err != nil {
-		return n, s.pd.ctx.opErr(op, err)
+		return n, s.postErr(err)
 	}
 	return n, nil
 }
+
+// postErr is a post's error, made out of the post's line: inlined, its
+// allocation makes the post spill more.
+//
+//go:noinline
+func (s *SRQ) postErr(err error) error { return s.pd.ctx.opErr("post srq recv", err) }
 
 // stopped is a post's error once the SRQ is stopped: it reads stop, then
 // releases recvMu. Off the post's path.

@@ -322,6 +322,7 @@ var microTargets = map[string]float64{
 	"PollDrainSingle/batch=1":  0.9,
 	"PollDrainSingle/batch=16": 0.9,
 	"PollDrainSingle/batch=64": 0.9,
+	"PostSRQRecv":              1.0,
 }
 
 // cTwin names the C benchmark a Go benchmark is compared with: itself,
@@ -349,11 +350,12 @@ var microUnit = map[string]string{
 	"PostPoll":                 "ns/op",
 	"PostSend":                 "ns/WR",
 	"PostRecv":                 "ns/WR",
+	"PostSRQRecv":              "ns/WR",
 }
 
 var microOrder = []string{"PollEmpty", "PollDrain/batch=1", "PollDrain/batch=16", "PollDrain/batch=64",
 	"PollDrainSingle/batch=1", "PollDrainSingle/batch=16", "PollDrainSingle/batch=64",
-	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv"}
+	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv", "PostSRQRecv"}
 
 // microLabel says in words what each Go benchmark measures.
 var microLabel = map[string]string{
@@ -369,6 +371,7 @@ var microLabel = map[string]string{
 	"PostPoll":                 "a latency tool's step: post one write, poll its completion",
 	"PostSend":                 "PostSend per WR (batches of 32, one doorbell)",
 	"PostRecv":                 "PostRecv per WR",
+	"PostSRQRecv":              "SRQ.PostRecv per WR (C: ibv_post_srq_recv)",
 }
 
 // benchResult is what one kernel's bench VM measured.

@@ -193,7 +193,8 @@ func ratioPanel(d *svgDoc, r *benchResult, x, y, w, h float64) {
 		"PollEmpty": "empty poll", "PollDrain/batch=1": "poll/CQE, batch 1", "PollDrain/batch=16": "poll/CQE, batch 16",
 		"PollDrain/batch=64": "poll/CQE, batch 64", "ReqNotify": "ReqNotify", "EventRoundTrip": "event round trip",
 		"PostPoll": "post+poll", "PostSend": "PostSend/WR", "PostRecv": "PostRecv/WR",
-		"PollDrainSingle/batch=1": "1-thread CQ, 1", "PollDrainSingle/batch=16": "1-thread CQ, 16",
+		"PostSRQRecv": "SRQ PostRecv/WR", "PollDrainSingle/batch=1": "1-thread CQ, 1",
+		"PollDrainSingle/batch=16": "1-thread CQ, 16",
 		"PollDrainSingle/batch=64": "1-thread CQ, 64",
 	}
 	top := y + 22
