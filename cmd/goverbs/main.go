@@ -12,6 +12,7 @@
 //	goverbs perf [-t TEST] [flags] [server]   latency and bandwidth, as perftest's ib_{send,write}_{lat,bw}
 //	goverbs rping -s|-c [-vVd] [-a ADDR] [-p PORT] [-C N] [-S SIZE]   RDMA READ/WRITE ping by IP address, wire-compatible with rping
 //	goverbs cmtime [-s SERVER | -b ADDR] [-c N] [-p PORT]   time connection setup and teardown, as rdma-core's cmtime
+//	goverbs stream [-s SERVER | -b ADDR] [-p PORT] [-S SIZE] [-C N] [-I N] [-T s]   rdmanet latency and throughput, as rstream
 //
 // pingpong and perf change no thread's CPUs or priority: like perftest,
 // they leave placement to the user (taskset). -cpu N pins the polling
