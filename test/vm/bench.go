@@ -88,6 +88,28 @@ const pingpongIters = 2000
 // then closes (cmtime's default).
 const cmtimeConns = 100
 
+// streamLatIters and streamBWCount are the stream pairs' lengths: 64-byte
+// ping-pongs, and bursts of 64 KiB transfers each way.
+const (
+	streamLatIters = 2000
+	streamBWCount  = 200
+)
+
+// streamPairs are rstream (rsockets) beside goverbs stream (rdmanet), and
+// the same two over TCP sockets (-T s): the reference the issue shows
+// rdmanet against, not a target. Both sides block (-T b), as rdmanet
+// waits: rstream's default spins.
+var streamPairs = []struct {
+	test string
+	args []string // both tools', both sides'
+	tcp  bool
+}{
+	{"stream_lat", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, false},
+	{"stream_bw", []string{"-S", "64k", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, false},
+	{"stream_lat_tcp", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, true},
+	{"stream_bw_tcp", []string{"-S", "64k", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, true},
+}
+
 // benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
 const benchGuestCBench = "/bin/cbench"
 
@@ -237,6 +259,14 @@ func toolSteps(libPath string, prof func(string) string) []plan.Step {
 	// server with -s.
 	pair("cmtime", []string{"/usr/bin/cmtime"}, []string{"/bin/goverbs", "cmtime"},
 		[]string{"-b", "192.0.2.1"}, []string{"-s", "192.0.2.1", "-c", fmt.Sprint(cmtimeConns)}, true)
+	// rstream's server serves one client's run, then exits.
+	for _, sp := range streamPairs {
+		c, g := []string{"/usr/bin/rstream", "-T", "b"}, []string{"/bin/goverbs", "stream"}
+		if sp.tcp {
+			c, g = []string{"/usr/bin/rstream", "-T", "sb"}, append(g, "-T", "s")
+		}
+		pair(sp.test, append(c, sp.args...), append(g, sp.args...), []string{"-b", "192.0.2.1"}, []string{"-s", "192.0.2.1"}, false)
+	}
 	// One goverbs cmtime pair, 4 times as many connections, both sides
 	// profiled.
 	if benchPairWanted("cmtime") && *flagBenchProf != "" {
@@ -308,6 +338,12 @@ var benchFigures = map[string][]benchFigure{
 	// cmtime's steps summed per connection: those that make a connection
 	// (rdmacm.Dial), those that end it (Conn.Close), and all.
 	"cm": {{"setup [µs/conn]", 0, true, 0}, {"teardown [µs/conn]", 1, true, 0}, {"total [µs/conn]", 2, true, 1}},
+	// rstream's row after its name and sizes: time, Gb/sec and µs per
+	// one-way transfer. Over TCP, no target: a reference.
+	"slat":     {{"usec/xfer", 2, true, 1}},
+	"sbw":      {{"Gb/sec", 1, false, 1}},
+	"slat_tcp": {{"usec/xfer", 2, true, 0}},
+	"sbw_tcp":  {{"Gb/sec", 1, false, 0}},
 }
 
 // microTargets are the ratios goverbs / rdma-core the Go benchmarks must
@@ -393,6 +429,8 @@ var (
 	// A step of cmtime's report, and of goverbs cmtime's: its name, total
 	// ms, max ms, min µs and µs per connection.
 	cmtimeRow = regexp.MustCompile(`bench cmtime (c|go) #(\d+) client\|([a-z ]+?) *: +[\d.]+ +[\d.]+ +[\d.]+ +([\d.]+)$`)
+	// rstream's and goverbs stream's custom row: "custom 64 1 2k 250k 1.23s 0.00 300.00".
+	streamRow = regexp.MustCompile(`bench (stream_\w+) (c|go) #\d+ client\|custom +\S+ +\S+ +\S+ +\S+ +([\d.]+)s +([\d.]+) +([\d.]+)$`)
 	// "BenchmarkPollDrain/batch=1-2   662   178241 ns/op   661.4 ns/CQE   0 B/op   0 allocs/op".
 	goBenchRow = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 	// "cbench PollEmpty 1000000 95.3 ns/op".
@@ -460,6 +498,21 @@ func parseBench(console []string) *benchResult {
 			}
 			continue
 		}
+		if m := streamRow.FindStringSubmatch(l); m != nil {
+			var cols []float64
+			for _, f := range m[3:] {
+				if v, err := strconv.ParseFloat(f, 64); err == nil {
+					cols = append(cols, v)
+				}
+			}
+			for _, f := range benchFigures[toolKind(m[1])] {
+				if f.col < len(cols) {
+					k := m[1] + "/" + f.name
+					tool(m[2])[k] = append(tool(m[2])[k], cols[f.col])
+				}
+			}
+			continue
+		}
 		if m := pingpongRow.FindStringSubmatch(l); m != nil {
 			if v, err := strconv.ParseFloat(m[2], 64); err == nil {
 				k := "pingpong/" + m[3]
@@ -502,6 +555,15 @@ func toolKind(test string) string {
 		return "pingpong"
 	case test == "cmtime":
 		return "cm"
+	case strings.HasPrefix(test, "stream_"):
+		kind := "slat"
+		if strings.Contains(test, "_bw") {
+			kind = "sbw"
+		}
+		if strings.HasSuffix(test, "_tcp") {
+			kind += "_tcp"
+		}
+		return kind
 	case strings.HasSuffix(test, "_bw"):
 		return "bw"
 	}
@@ -681,6 +743,10 @@ func (r *benchResult) toolRows() []toolRow {
 	}
 	add("pingpong", "rc_pingpong 4096B")
 	add("cmtime", fmt.Sprintf("cmtime %d connections", cmtimeConns))
+	add("stream_lat", "rstream / goverbs stream, 64B ping-pong")
+	add("stream_bw", "rstream / goverbs stream, 64KiB bursts")
+	add("stream_lat_tcp", "the same over TCP (-T s): 64B ping-pong")
+	add("stream_bw_tcp", "the same over TCP (-T s): 64KiB bursts")
 	return rows
 }
 
@@ -871,7 +937,7 @@ func writePerformance(root string, results []*benchResult, mlx5 string) error {
 		latIters, bwIters, pingpongIters, cmtimeConns)
 	for _, r := range results {
 		fmt.Fprintf(&b, "## %s\n\nHot paths: the Go benchmarks (test/bench) and the same loops in C through libibverbs (test/bench/testdata/cbench.c):\n\n%s\n", r.Kernel, r.microTable())
-		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, librdmacm's `cmtime` beside `goverbs cmtime`, same parameters:\n\n%s\n", r.toolTable())
+		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, librdmacm's `cmtime` beside `goverbs cmtime`, rsockets' `rstream` beside `goverbs stream` (rdmanet; both blocking, %d round trips, bursts of %d), same parameters:\n\n%s\n", streamLatIters, streamBWCount, r.toolTable())
 	}
 	fmt.Fprintf(&b, "## mlx5 provider, the test playing the device (provider/mlx5/bench_linux_test.go)\n\n%s\n", mlx5)
 	return writeGenerated(filepath.Join(root, resultsFile), "goverbs against rdma-core, side by side (`make bench`)", b.String())

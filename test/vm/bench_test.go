@@ -47,6 +47,10 @@ var benchConsole = []string{
 	"  bench cmtime go #1 client|connect      :      120.00      60.00     400.00    1200.00",
 	"  bench cmtime go #1 client|disconnect   :       40.00      20.00     100.00     400.00",
 	"  bench cmtime go #1 client|100 connections: 1600.00 us per connection, setup and teardown",
+	"  bench stream_lat c #0 client|name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer",
+	"  bench stream_lat c #0 client|custom    64      1       2k      250k        1.20s      0.00     300.00",
+	"  bench stream_lat go #1 client|custom    64      1       2k      250k        1.60s      0.00     400.00",
+	"  bench stream_bw_tcp go #1 client|custom    64k     200     1       25m         0.50s      0.42    1250.00",
 }
 
 func TestParseBench(t *testing.T) {
@@ -60,12 +64,14 @@ func TestParseBench(t *testing.T) {
 			"send_bw/BW average [MB/s]": {44}, "send_bw/MsgRate [Mpps]": {0.011269},
 			"pingpong/usec/iter": {50}, "pingpong/Mbit/sec": {655.36},
 			"cmtime/setup [µs/conn]": {1110}, "cmtime/teardown [µs/conn]": {550}, "cmtime/total [µs/conn]": {1660},
+			"stream_lat/usec/xfer": {300},
 		},
 		ToolGo: map[string][]float64{
 			"send_lat/t_typical [µs]": {15.41, 16}, "send_lat/t_avg [µs]": {27.93, 25.96}, "send_lat/99% [µs]": {173.74, 212.29},
 			"send_bw/BW average [MB/s]": {33}, "send_bw/MsgRate [Mpps]": {0.009746},
 			"pingpong/usec/iter": {40}, "pingpong/Mbit/sec": {819.2},
 			"cmtime/setup [µs/conn]": {1200}, "cmtime/teardown [µs/conn]": {400}, "cmtime/total [µs/conn]": {1600},
+			"stream_lat/usec/xfer": {400}, "stream_bw_tcp/Gb/sec": {0.42},
 		},
 	}
 	if diff := cmp.Diff(want, r, cmp.AllowUnexported(benchResult{})); diff != "" {
@@ -95,6 +101,8 @@ func TestBenchTables(t *testing.T) {
 		"| write_lat 64B | t_typical [µs] | – | – | missing |  |",
 		"| cmtime 100 connections | total [µs/conn] | 1660 | 1600 | 0.96× | ≤ 1.0× met |",
 		"| cmtime 100 connections | setup [µs/conn] | 1110 | 1200 | 1.08× |  |",
+		"| rstream / goverbs stream, 64B ping-pong | usec/xfer | 300 | 400 | 1.33× | ≤ 1.0× **missed** |",
+		"| the same over TCP (-T s): 64KiB bursts | Gb/sec | – | 0.420 | missing |  |",
 	} {
 		if !strings.Contains(tools, want) {
 			t.Errorf("tool table lacks %q:\n%s", want, tools)
@@ -229,8 +237,8 @@ func TestBenchPairsFlag(t *testing.T) {
 		t.Error("partialBench with make bench's flags")
 	}
 	all := tests()
-	if len(all) != 6 {
-		t.Errorf("tool pairs with no -benchpairs: %v, want six tests", all)
+	if len(all) != 10 {
+		t.Errorf("tool pairs with no -benchpairs: %v, want ten tests", all)
 	}
 	*flagBenchPairs = "^pingpong$"
 	got := tests()
@@ -257,6 +265,10 @@ func TestBenchPairsFlag(t *testing.T) {
 			}
 		case test == "cmtime":
 			flag, want = "-c", strconv.Itoa(cmtimeConns)
+		case strings.HasPrefix(test, "stream_lat"):
+			flag, want = "-I", strconv.Itoa(streamLatIters)
+		case strings.HasPrefix(test, "stream_bw"):
+			flag, want = "-C", strconv.Itoa(streamBWCount)
 		case strings.HasSuffix(test, "_lat"):
 			want = strconv.Itoa(latIters)
 		case test == "pingpong":
