@@ -58,14 +58,6 @@ func streamTo(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 	return 0
 }
 
-// network is what the connections go over: rdmanet, or TCP with -T s.
-func (c *streamConfig) network() string {
-	if c.tcp {
-		return "tcp"
-	}
-	return "rdma"
-}
-
 func (c *streamConfig) listen(ctx context.Context) (net.Listener, error) {
 	addr := net.JoinHostPort(c.bind, strconv.Itoa(c.port))
 	if c.tcp {
