@@ -271,7 +271,12 @@ func TestProviderSharedDoorbellHalf(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if st := rdmatest.Model(t).Stats(); st.SendDoorbells < qps*rounds/2 {
+	// Doorbells rung while the model's scan is elsewhere overwrite one
+	// another on the shared half (a later one names the later WQEs too),
+	// so how many the model takes depends on the machine's load: only
+	// that every QP's got through, in the completions above, and that
+	// the half took some, is the test's.
+	if st := rdmatest.Model(t).Stats(); st.SendDoorbells < qps {
 		t.Errorf("%d send doorbells taken for %d rung", st.SendDoorbells, qps*rounds)
 	}
 }
