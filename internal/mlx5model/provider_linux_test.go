@@ -271,11 +271,10 @@ func TestProviderSharedDoorbellHalf(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	// Doorbells rung while the model's scan is elsewhere overwrite one
-	// another on the shared half (a later one names the later WQEs too),
-	// so how many the model takes depends on the machine's load: only
-	// that every QP's got through, in the completions above, and that
-	// the half took some, is the test's.
+	// How many doorbells the model's scan counts apart depends on the
+	// host's load (under -race on two cores it has been a third of those
+	// rung): the completions above show that every WQE ran; this, that
+	// the half carried doorbells.
 	if st := rdmatest.Model(t).Stats(); st.SendDoorbells < qps {
 		t.Errorf("%d send doorbells taken for %d rung", st.SendDoorbells, qps*rounds)
 	}
