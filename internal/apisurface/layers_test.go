@@ -47,7 +47,7 @@ var layers = map[string][]string{
 
 // examplesMayImport is what the programs in examples/ may import of
 // goverbs (their tests may use the test helpers too).
-var examplesMayImport = []string{"cq", "uverbs"}
+var examplesMayImport = []string{"cq", "rdmanet", "uverbs"}
 
 // deps are the modules outside the standard library that goverbs may
 // import: x/sys everywhere, go-cmp and x/net's nettest in tests only

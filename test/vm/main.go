@@ -9,7 +9,9 @@
 // test (the default) builds a test binary of every package, boots each
 // kernel of -kernel for each architecture of -arch, and runs them all,
 // after a smoke step that prints rdma-core's "ibv_devinfo -d rxe0". demo
-// boots one VM and shows the device as goverbs and rdma-core find it.
+// boots one VM and shows the device as goverbs and rdma-core find it,
+// runs goverbs' tools against rdma-core's, and ends with an HTTP request
+// served over RDMA (examples/rdmahttp).
 // fetch only downloads and extracts what the others need. selftest boots
 // broken guests (no /init, an /init that dies, a step that hangs) and
 // checks that the harness fails each with a message that says so.
@@ -352,6 +354,7 @@ type guest struct {
 	// hostLibs are host files (the dynamic loader, libc) that go into the
 	// guest at the same paths, after the packages': for -race binaries.
 	hostLibs []string
+	rdmahttp string // examples/rdmahttp, for the demo, or ""
 	plan     plan.Plan
 	noInit   bool // leave /init out (self-test)
 }
@@ -420,6 +423,12 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 				Background: true, Prefix: "  perf server| ", TimeoutSec: 120},
 			plan.Step{Name: "perf send_lat: goverbs client", Argv: append(append([]string{"/bin/goverbs"}, perfFlags...), "127.0.0.1"),
 				DelayMs: 300, Prefix: "  perf client| ", TimeoutSec: 120})
+		// Last, an HTTP request served over RDMA: examples/rdmahttp.
+		g.rdmahttp = filepath.Join(dir, "rdmahttp")
+		if _, err := goCmd(ctx, root, arch, "build", "-o", g.rdmahttp, "./examples/rdmahttp"); err != nil {
+			return nil, err
+		}
+		p.Steps = append(p.Steps, demoRdmahttp()...)
 	case "test", "bench":
 		pkgs := splitList(*flagPkg)
 		if mode == "bench" && *flagPkg == "./..." {
@@ -578,7 +587,8 @@ func demoSummary(name string, res *vmResult, err error) bool {
 		}
 	}
 	rpingOK := demoRpingSummary(res)
-	return agree && ok == 8 && rpingOK
+	httpOK := demoRdmahttpSummary(res)
+	return agree && ok == 8 && rpingOK && httpOK
 }
 
 func orNone(s string) string {
@@ -618,6 +628,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 	}
 	if g.tool != "" {
 		c.HostFile("/bin/goverbs", g.tool, 0o755)
+	}
+	if g.rdmahttp != "" {
+		c.HostFile(demoRdmahttpGuest, g.rdmahttp, 0o755)
 	}
 	if g.cbench != "" {
 		c.HostFile(benchGuestCBench, g.cbench, 0o755)
