@@ -19,8 +19,9 @@ import (
 )
 
 // A work request's ID says what it is: its top two bits the kind, the
-// rest the buffer's index.
+// rest the buffer's index, or the one-sided operation's slot.
 const (
+	tagOp   = 0 << 62 // a one-sided RDMA READ or WRITE in slot i (region_linux.go)
 	tagRecv = 1 << 62 // a receive into read buffer i
 	tagSend = 2 << 62 // a data message from write buffer i
 	tagCtrl = 3 << 62 // a credit or fin message, no buffer
@@ -33,7 +34,9 @@ const closeWait = time.Second
 
 // Conn is a byte stream over an RDMA reliable connection: a net.Conn.
 // Its methods are safe for concurrent use; Reads are served one at a
-// time, and so are Writes.
+// time, and so are Writes. Beside the stream, Register, ReadAt and
+// WriteAt reach the peer's memory with RDMA READ and WRITE, many at once
+// (region_linux.go).
 type Conn struct {
 	rc    *rdmacm.Conn
 	qp    *uverbs.QP
@@ -84,6 +87,16 @@ type Conn struct {
 	reactDone chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+
+	// One-sided operations (region_linux.go). ops and opFree are made
+	// once, so that an operation allocates nothing; a slot's state, the
+	// regions and the bounce memory are guarded by mu.
+	ops        []opSlot
+	opFree     chan int // the slots not in use
+	regions    []*Region
+	bounceMu   sync.Mutex // serialises the bounce memory's allocation
+	bounce     bounceMem
+	rexp, wexp expiry // the deadlines again, as channels many waiters select on
 }
 
 type readyBuf struct{ index, n int }
@@ -95,7 +108,8 @@ func newConn(rc *rdmacm.Conn, cfg Config) (*Conn, error) {
 	c := &Conn{rc: rc, qp: rc.QP(), cq: rc.CQ(), ch: rc.CompChannel(), cfg: cfg,
 		laddr: Addr{rc.LocalAddr()}, raddr: Addr{rc.RemoteAddr()},
 		readReady: make(chan struct{}, 1), writeReady: make(chan struct{}, 1), done: make(chan struct{}),
-		reactDone: make(chan struct{}), sqDepth: cfg.WriteBuffers + 2}
+		reactDone: make(chan struct{}), sqDepth: streamSends(cfg)}
+	c.initOps()
 	r, w, bs := cfg.ReadBuffers, cfg.WriteBuffers, cfg.BufferSize
 	var err error
 	if c.buf, err = uverbs.AllocBuffer((r + w) * bs); err != nil {
@@ -215,6 +229,9 @@ func (c *Conn) progressLocked() bool {
 func (c *Conn) completeLocked(wc *cq.WC) {
 	i := int(wc.WRID &^ tagMask)
 	switch wc.WRID & tagMask {
+	case tagOp:
+		c.opCompleteLocked(i, wc.Status)
+		return
 	case tagSend:
 		c.free = append(c.free, i)
 		c.inflight--
@@ -267,11 +284,19 @@ func (c *Conn) repostLocked(i int) {
 	c.owed++
 }
 
-// statusErr is the error of a failed completion: a flush means the
-// connection is gone (the peer disconnected, or died).
+// statusErr is the error of a failed completion. A flush, and the
+// errors a peer that went away leaves behind (its QP torn down while our
+// message was on the wire: a remote operation or invalid request error,
+// retries exhausted), mean the connection is gone: ECONNRESET, as a TCP
+// peer's death reads. A remote access error means a one-sided operation
+// named memory the peer does not grant. Anything else is this side's
+// fault: EIO.
 func statusErr(s cq.Status) error {
-	if s == cq.WRFlushErr {
+	switch s {
+	case cq.WRFlushErr, cq.RemOpErr, cq.RemInvReqErr, cq.RemAbortErr, cq.RetryExcErr, cq.RNRRetryExcErr:
 		return fmt.Errorf("connection lost (completion %v): %w", s, unix.ECONNRESET)
+	case cq.RemAccessErr:
+		return fmt.Errorf("%w (completion %v)", ErrRemoteAccess, s)
 	}
 	return fmt.Errorf("completion %v: %w", s, unix.EIO)
 }
@@ -498,6 +523,7 @@ func (c *Conn) Close() error {
 		<-c.reactDone
 		c.closeErr = c.rc.Close()
 		c.release()
+		c.releaseOneSided()
 	})
 	if !first {
 		return c.opErr("close", net.ErrClosed)
@@ -522,19 +548,20 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	return c.SetWriteDeadline(t)
 }
 
-// SetReadDeadline sets the time after which a Read, waiting or not,
-// fails with an error wrapping os.ErrDeadlineExceeded (Timeout() is
-// true); the zero time clears it.
+// SetReadDeadline sets the time after which a Read or ReadAt, waiting
+// or not, fails with an error wrapping os.ErrDeadlineExceeded (Timeout()
+// is true); the zero time clears it. ReadAt takes the read deadline
+// because, like Read, it brings the peer's bytes here.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	return c.setDeadline(&c.rdl, c.readReady, t)
+	return c.setDeadline(&c.rdl, c.readReady, &c.rexp, t)
 }
 
-// SetWriteDeadline is SetReadDeadline for Writes.
+// SetWriteDeadline is SetReadDeadline for Writes, and WriteAt.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	return c.setDeadline(&c.wdl, c.writeReady, t)
+	return c.setDeadline(&c.wdl, c.writeReady, &c.wexp, t)
 }
 
-func (c *Conn) setDeadline(dl *atomic.Int64, ready chan struct{}, t time.Time) error {
+func (c *Conn) setDeadline(dl *atomic.Int64, ready chan struct{}, exp *expiry, t time.Time) error {
 	select {
 	case <-c.done:
 		return c.opErr("set deadline", net.ErrClosed)
@@ -548,7 +575,8 @@ func (c *Conn) setDeadline(dl *atomic.Int64, ready chan struct{}, t time.Time) e
 		}
 	}
 	dl.Store(d)
-	select { // the waiting Read or Write looks at the new deadline
+	exp.set(d) // the waiting ReadAts or WriteAts look at the new deadline
+	select {   // the waiting Read or Write does too
 	case ready <- struct{}{}:
 	default:
 	}

@@ -216,13 +216,22 @@ func TestReadDeadline(t *testing.T) {
 	}
 }
 
-// Dial's network must be "rdma"; a port nobody listens on is refused.
+// Dial's network must be "rdma", or a TCP one taken to mean it; Listen's
+// "rdma"; a port nobody listens on is refused.
 func TestDialErrors(t *testing.T) {
 	requireCM(t)
-	if _, err := rdmanet.Dial("tcp", "192.0.2.1:1"); err == nil {
-		t.Error("Dial on network tcp succeeded")
+	for _, nw := range []string{"udp", "unix", ""} {
+		if _, err := rdmanet.Dial(nw, "192.0.2.1:1"); err == nil {
+			t.Errorf("Dial on network %q succeeded", nw)
+		}
 	}
-	if _, err := rdmanet.Dial("rdma", netip.AddrPortFrom(rxeIP, 1).String()); !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("Dial to a port nobody listens on: %v, want ECONNREFUSED", err)
+	if l, err := rdmanet.Listen("tcp", "192.0.2.1:0"); err == nil {
+		l.Close()
+		t.Error("Listen on network tcp succeeded")
+	}
+	for _, nw := range []string{"rdma", "tcp", "tcp4"} {
+		if _, err := rdmanet.Dial(nw, netip.AddrPortFrom(rxeIP, 1).String()); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("Dial(%q) to a port nobody listens on: %v, want ECONNREFUSED", nw, err)
+		}
 	}
 }

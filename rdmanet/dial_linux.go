@@ -13,24 +13,46 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
+// streamSends is how many of the send queue's requests the stream may
+// have in flight: a message per write buffer, and two for credit and fin
+// messages.
+func streamSends(cfg Config) int { return cfg.WriteBuffers + 2 }
+
 // cmConfig is the rdmacm configuration of a connection with cfg: its
 // QP's queues, its hello, and setup, which makes the Conn.
+//
+// The send queue holds the stream's sends and, beside them, opSlots
+// one-sided operations: each side has its own share, so ReadAts and
+// WriteAts in flight never take a slot a Write waits for, nor the
+// reverse. The CQ has room for every request of both queues, so it
+// cannot overrun. ResponderResources and InitiatorDepth stay 0, the
+// device's maximum (rdmacm's default): a peer's RDMA READs need this
+// side's responder resources, and with them the kernel's CM gives the QP
+// remote read, write and atomic access (what a Region's MR grants is
+// then the only limit).
 func cmConfig(cfg Config, setup func(*rdmacm.Conn) error) *rdmacm.Config {
-	r, w := cfg.ReadBuffers, cfg.WriteBuffers
+	r, s := cfg.ReadBuffers, streamSends(cfg)+opSlots
 	return &rdmacm.Config{
-		Cap:         uverbs.QPCap{MaxSendWR: uint32(w + 2), MaxRecvWR: uint32(r), MaxSendSGE: 1, MaxRecvSGE: 1},
-		CQSize:      w + 2 + r,
+		Cap:         uverbs.QPCap{MaxSendWR: uint32(s), MaxRecvWR: uint32(r), MaxSendSGE: 1, MaxRecvSGE: 1},
+		CQSize:      s + r,
 		PrivateData: hello{credits: uint16(r), bufSize: uint32(cfg.BufferSize)}.marshal(),
 		Setup:       setup,
 	}
 }
 
-// checkNetwork accepts rdmanet's network name.
+// checkNetwork accepts rdmanet's network name, and for a dial the TCP
+// ones: code written for TCP (http.Transport, gRPC's dialer) asks for
+// "tcp", and a Dialer plugged into it means RDMA.
 func checkNetwork(op, nw, address string) error {
-	if nw != network {
-		return &net.OpError{Op: op, Net: nw, Err: net.UnknownNetworkError(nw)}
+	switch nw {
+	case network:
+		return nil
+	case "tcp", "tcp4", "tcp6":
+		if op == "dial" {
+			return nil
+		}
 	}
-	return nil
+	return &net.OpError{Op: op, Net: nw, Err: net.UnknownNetworkError(nw)}
 }
 
 // Dialer dials rdmanet connections; its zero value is the defaults.
@@ -43,14 +65,16 @@ type Dialer struct {
 	Config Config
 }
 
-// Dial connects to address ("192.0.2.1:7471") on the network "rdma".
+// Dial connects to address ("192.0.2.1:7471") on the network "rdma"
+// ("tcp", "tcp4" and "tcp6" are taken to mean it too).
 func Dial(nw, address string) (net.Conn, error) {
 	var d Dialer
 	return d.DialContext(context.Background(), nw, address)
 }
 
 // DialContext connects to address on the network "rdma", within ctx.
-// It fits http.Transport.DialContext.
+// It takes "tcp", "tcp4" and "tcp6" to mean "rdma", so that it fits
+// http.Transport.DialContext and other code written to dial TCP.
 func (d *Dialer) DialContext(ctx context.Context, nw, address string) (net.Conn, error) {
 	if err := checkNetwork("dial", nw, address); err != nil {
 		return nil, err

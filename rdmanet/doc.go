@@ -7,6 +7,8 @@
 //	go http.Serve(l, handler)
 //	c := &http.Client{Transport: &http.Transport{DialContext: (&rdmanet.Dialer{}).DialContext}}
 //
+// (DialContext takes the network "tcp", which http.Transport asks for, to
+// mean "rdma".)
 // # The stream
 //
 // Each connection registers (ReadBuffers + WriteBuffers) × BufferSize
@@ -32,6 +34,14 @@
 // SetWriteDeadline) end a waiting or later call with an error wrapping
 // os.ErrDeadlineExceeded whose Timeout() is true. Config.BusyPoll makes a
 // waiting call poll the completion queue itself for a while first.
+//
+// # One-sided
+//
+// Conn.Register makes a Region of the caller's memory that the peer may
+// read and write; its Token, carried however the application likes
+// (String, ParseToken), lets the peer's Conn.ReadAt and Conn.WriteAt
+// reach it with RDMA READ and WRITE, which return once the operation
+// completed. Dial and Accept return a net.Conn: a *Conn underneath.
 //
 // # Ending
 //

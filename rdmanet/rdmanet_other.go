@@ -41,6 +41,32 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return unsupported("set dead
 // SetWriteDeadline returns an error wrapping errors.ErrUnsupported.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return unsupported("set deadline") }
 
+// Register returns an error wrapping errors.ErrUnsupported.
+func (c *Conn) Register(b []byte) (*Region, error) { return nil, unsupported("register") }
+
+// ReadAt returns an error wrapping errors.ErrUnsupported.
+func (c *Conn) ReadAt(t Token, off int64, dst []byte) (n int, err error) {
+	return 0, unsupported("readat")
+}
+
+// WriteAt returns an error wrapping errors.ErrUnsupported.
+func (c *Conn) WriteAt(t Token, off int64, src []byte) (n int, err error) {
+	return 0, unsupported("writeat")
+}
+
+// Region is memory the peer may read and write with RDMA; not on this
+// system.
+type Region struct{}
+
+// Token returns the zero Token.
+func (r *Region) Token() Token { return Token{} }
+
+// Bytes returns nil.
+func (r *Region) Bytes() []byte { return nil }
+
+// Close returns an error wrapping errors.ErrUnsupported.
+func (r *Region) Close() error { return unsupported("close region") }
+
 // Listener accepts rdmanet connections; not on this system.
 type Listener struct{}
 

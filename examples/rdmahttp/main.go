@@ -88,12 +88,11 @@ func run(out io.Writer, addr string, n, maxBody, clients int) (err error) {
 	}()
 	fmt.Fprintf(out, "server: listening on %s %s\n", l.Addr().Network(), l.Addr())
 
-	// http.Transport asks for the network "tcp"; the connection is rdmanet's.
+	// http.Transport asks for the network "tcp": rdmanet's DialContext
+	// takes it as "rdma".
 	d := &rdmanet.Dialer{Timeout: 10 * time.Second}
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			return d.DialContext(ctx, "rdma", addr)
-		},
+		DialContext:         d.DialContext,
 		MaxIdleConnsPerHost: clients,
 		// The request's bytes reach the Conn through a buffer of this size
 		// (4 KiB by default), and each Write goes as its own messages:
