@@ -105,9 +105,9 @@ var streamPairs = []struct {
 	tcp  bool
 }{
 	{"stream_lat", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, false},
-	{"stream_bw", []string{"-S", "64k", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, false},
+	{"stream_bw", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, false}, // rstream reads "64k" as 64
 	{"stream_lat_tcp", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, true},
-	{"stream_bw_tcp", []string{"-S", "64k", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, true},
+	{"stream_bw_tcp", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, true},
 }
 
 // benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
@@ -263,7 +263,7 @@ func toolSteps(libPath string, prof func(string) string) []plan.Step {
 	for _, sp := range streamPairs {
 		c, g := []string{"/usr/bin/rstream", "-T", "b"}, []string{"/bin/goverbs", "stream"}
 		if sp.tcp {
-			c, g = []string{"/usr/bin/rstream", "-T", "sb"}, append(g, "-T", "s")
+			c, g = []string{"/usr/bin/rstream", "-T", "s", "-T", "b"}, append(g, "-T", "s") // one letter a -T
 		}
 		pair(sp.test, append(c, sp.args...), append(g, sp.args...), []string{"-b", "192.0.2.1"}, []string{"-s", "192.0.2.1"}, false)
 	}
