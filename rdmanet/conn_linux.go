@@ -82,8 +82,6 @@ type Conn struct {
 	rtimer, wtimer        *time.Timer
 	rdl, wdl              atomic.Int64 // deadlines, UnixNano; 0: none
 
-	stopWait  context.CancelFunc
-	waitCtx   context.Context
 	reactDone chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -148,7 +146,6 @@ func newConn(rc *rdmacm.Conn, cfg Config) (*Conn, error) {
 func (c *Conn) start(peer hello) {
 	c.credits, c.peerCredits = int(peer.credits), int(peer.credits)
 	c.chunk = min(c.cfg.BufferSize, int(peer.bufSize))
-	c.waitCtx, c.stopWait = context.WithCancel(context.Background())
 	go c.react()
 }
 
@@ -164,6 +161,10 @@ func (c *Conn) react() {
 	defer close(c.reactDone)
 	for {
 		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
 		err := c.cq.ReqNotify(cq.NextCompletion)
 		if err != nil {
 			c.failLocked(err)
@@ -174,16 +175,36 @@ func (c *Conn) react() {
 			c.wake()
 			return
 		}
-		if _, err := c.ch.Wait(c.waitCtx); err != nil {
-			if c.waitCtx.Err() == nil {
-				c.mu.Lock()
+		// No context: one that can end costs the wait allocations each
+		// time it parks. Close wakes it with a completion (kickLocked).
+		if _, err := c.ch.Wait(context.Background()); err != nil {
+			c.mu.Lock()
+			if !c.closed {
 				c.failLocked(err)
-				c.mu.Unlock()
-				c.wake()
 			}
+			c.mu.Unlock()
+			c.wake()
 			return
 		}
 		c.cq.Ack(1)
+	}
+}
+
+// kickLocked makes a completion that wakes the event goroutine, for
+// Close: the QP in the error state flushes what is posted, and a send
+// posted now, which completes at once with a flush. The CQ is armed
+// whenever the goroutine waits.
+func (c *Conn) kickLocked() {
+	if err := c.qp.Modify(&uverbs.QPAttr{State: uverbs.QPErr}, uverbs.QPAttrState); err != nil {
+		return
+	}
+	if c.inflight >= c.sqDepth { // those in flight flush
+		return
+	}
+	wr := &c.swr[0]
+	wr.WRID, wr.Opcode, wr.Flags, wr.SGL, wr.Imm = tagCtrl, uverbs.WRSend, uverbs.SendSignaled, nil, 0
+	if _, err := c.qp.PostSend(c.swr[:]); err == nil {
+		c.inflight++
 	}
 }
 
@@ -517,11 +538,15 @@ func (c *Conn) Close() error {
 			c.progressLocked()
 		}
 		c.closed = true
+		c.kickLocked()
 		c.mu.Unlock()
 		close(c.done)
-		c.stopWait()
-		<-c.reactDone
+		select {
+		case <-c.reactDone:
+		case <-time.After(closeWait): // no kick: rdmacm's Close ends its wait
+		}
 		c.closeErr = c.rc.Close()
+		<-c.reactDone
 		c.release()
 		c.releaseOneSided()
 	})

@@ -235,3 +235,43 @@ func TestDialErrors(t *testing.T) {
 		}
 	}
 }
+
+// Read and Write allocate nothing in steady state, waits included: a
+// 64-byte ping-pong, the echo on another goroutine, counted process-wide.
+func TestReadWriteAllocs(t *testing.T) {
+	requireCM(t)
+	if testutil.Race {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	l := listen(t, nil)
+	cli, srv := pair(t, l, nil)
+	defer cli.Close()
+	defer srv.Close()
+	go func() { // the echo, until the client closes
+		b := make([]byte, 64)
+		for {
+			if _, err := io.ReadFull(srv, b); err != nil {
+				return
+			}
+			if _, err := srv.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	b := make([]byte, 64)
+	var err error
+	round := func() {
+		if _, e := cli.Write(b); e != nil {
+			err = e
+		}
+		if _, e := io.ReadFull(cli, b); e != nil {
+			err = e
+		}
+	}
+	for range 100 { // warm up: the runtime's caches, the timers
+		round()
+	}
+	if n := testing.AllocsPerRun(500, round); n != 0 || err != nil {
+		t.Errorf("a 64-byte round trip allocates %v times (%v)", n, err)
+	}
+}
