@@ -42,7 +42,7 @@ FUZZ_ALL    := \
 	./internal/netlink:FuzzParseAttrs ./internal/netlink:FuzzParseReplies ./internal/netlink:FuzzRepliesRoundTrip \
 	./internal/netlink:FuzzParseAck ./internal/netlink:FuzzRDMAReplies ./internal/netlink:FuzzParseResources \
 	./internal/ucma:FuzzParseEvent ./internal/ucma:FuzzParseAddrResp ./internal/ucma:FuzzParseRoute \
-	./internal/ucma:FuzzParsePaths ./internal/ucma:FuzzSockaddr ./rdmanet:FuzzParseWire
+	./internal/ucma:FuzzParsePaths ./internal/ucma:FuzzSockaddr ./rdmanet:FuzzParseWire ./rdmanet:FuzzParseToken
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 
 .PHONY: all build test check fmt vet lint cross unit model hwtest fuzz unit32 bigendian vm vmrace vmselftest vmtest demo bench fetch tools clean help generate
