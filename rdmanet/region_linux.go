@@ -370,9 +370,13 @@ func (c *Conn) awaitLocked(i int, write bool, p []byte, bounceOff int, dl *atomi
 					copy(p, c.bounce.mem[bounceOff:bounceOff+len(p)])
 				}
 			}
+			closed := c.closed
 			c.retireLocked(i)
 			c.mu.Unlock()
-			if status != cq.Success {
+			switch {
+			case status != cq.Success && closed: // flushed by Close's own error state
+				return 0, net.ErrClosed
+			case status != cq.Success:
 				return 0, statusErr(status)
 			}
 			return len(p), nil
