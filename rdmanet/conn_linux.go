@@ -83,8 +83,17 @@ type Conn struct {
 	rdl, wdl              atomic.Int64 // deadlines, UnixNano; 0: none
 
 	reactDone chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	// With BusyPoll the goroutines that wait spin on the CQ, and find
+	// completions sooner than an event would tell them; an event per
+	// completion would cost a wake-up, a system call to re-arm and a fight
+	// for mu, on the CPU the peer needs. So the event goroutine leaves the
+	// CQ unarmed while nobody is parked (parked counts the waiters that
+	// sleep), waiting on reactKick (reactParked) for the first who is.
+	parked      int
+	reactParked bool
+	reactKick   chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
 
 	// One-sided operations (region_linux.go). ops and opFree are made
 	// once, so that an operation allocates nothing; a slot's state, the
@@ -106,7 +115,7 @@ func newConn(rc *rdmacm.Conn, cfg Config) (*Conn, error) {
 	c := &Conn{rc: rc, qp: rc.QP(), cq: rc.CQ(), ch: rc.CompChannel(), cfg: cfg,
 		laddr: Addr{rc.LocalAddr()}, raddr: Addr{rc.RemoteAddr()},
 		readReady: make(chan struct{}, 1), writeReady: make(chan struct{}, 1), done: make(chan struct{}),
-		reactDone: make(chan struct{}), sqDepth: streamSends(cfg)}
+		reactDone: make(chan struct{}), reactKick: make(chan struct{}, 1), sqDepth: streamSends(cfg)}
 	c.initOps()
 	r, w, bs := cfg.ReadBuffers, cfg.WriteBuffers, cfg.BufferSize
 	var err error
@@ -165,6 +174,15 @@ func (c *Conn) react() {
 			c.mu.Unlock()
 			return
 		}
+		if c.cfg.BusyPoll > 0 && c.parked == 0 {
+			c.reactParked = true
+			c.mu.Unlock()
+			select {
+			case <-c.reactKick:
+			case <-c.done:
+			}
+			continue
+		}
 		err := c.cq.ReqNotify(cq.NextCompletion)
 		if err != nil {
 			c.failLocked(err)
@@ -207,6 +225,19 @@ func (c *Conn) kickLocked() {
 		c.inflight++
 	}
 }
+
+// parkLocked counts a waiter about to sleep, and wakes the event
+// goroutine if it left the CQ unarmed: someone must poll for the waiter.
+// unparkLocked counts it awake.
+func (c *Conn) parkLocked() {
+	c.parked++
+	if c.reactParked {
+		c.reactParked = false
+		c.reactKick <- struct{}{}
+	}
+}
+
+func (c *Conn) unparkLocked() { c.parked-- }
 
 // wake tells the Read and the Write waiting, if any, to look again.
 func (c *Conn) wake() {
@@ -490,6 +521,7 @@ func (c *Conn) waitLocked(ready chan struct{}, t *time.Timer, dl *atomic.Int64) 
 		t.Reset(left)
 		tc = t.C
 	}
+	c.parkLocked()
 	c.mu.Unlock()
 	select {
 	case <-ready:
@@ -500,6 +532,7 @@ func (c *Conn) waitLocked(ready chan struct{}, t *time.Timer, dl *atomic.Int64) 
 		t.Stop()
 	}
 	c.mu.Lock()
+	c.unparkLocked()
 	return nil
 }
 

@@ -405,6 +405,7 @@ func (c *Conn) awaitLocked(i int, write bool, p []byte, bounceOff int, dl *atomi
 				continue
 			}
 		}
+		c.parkLocked()
 		c.mu.Unlock()
 		select {
 		case <-s.done:
@@ -413,6 +414,7 @@ func (c *Conn) awaitLocked(i int, write bool, p []byte, bounceOff int, dl *atomi
 		case <-c.reactDone:
 		}
 		c.mu.Lock()
+		c.unparkLocked()
 	}
 }
 
@@ -437,6 +439,15 @@ func (c *Conn) takeSlot(dl *atomic.Int64, exp *expiry) (int, error) {
 		return i, nil
 	default:
 	}
+	// A slot comes free as a completion is polled: someone must.
+	c.mu.Lock()
+	c.parkLocked()
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.unparkLocked()
+		c.mu.Unlock()
+	}()
 	for {
 		if expired(dl) {
 			return 0, os.ErrDeadlineExceeded
