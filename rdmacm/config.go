@@ -21,7 +21,8 @@ type Config struct {
 	// PrivateData goes to the peer in the connection request (Dial: at
 	// most MaxConnectPrivateDataTCP bytes; DialUD: MaxConnectPrivateDataUD)
 	// or its acceptance (Accept: at most MaxAcceptPrivateData; a UD
-	// listener's: MaxAcceptPrivateDataUD).
+	// listener's: MaxAcceptPrivateDataUD). Its bytes are read when they
+	// are sent, after Setup: Setup may fill in what it made (an rkey).
 	PrivateData []byte
 	// ResponderResources and InitiatorDepth bound the RDMA reads and
 	// atomics in flight, as target and as initiator. 0 means the device's

@@ -5,14 +5,17 @@ import "time"
 // Config sizes a connection's registered memory and says how it waits.
 // The zero value is the defaults; Dialer and ListenConfig take one.
 type Config struct {
-	// BufferSize is the bytes of each receive the connection posts, and
-	// of each send buffer: the most one message carries. Default 16 KiB.
+	// BufferSize is the size of a slot, the unit the registered memory is
+	// counted in. Default 4 KiB.
 	BufferSize int
-	// ReadBuffers is how many receives the connection keeps posted for
-	// its peer, WriteBuffers how many messages it has in flight at most.
-	// Each defaults to 8, so a connection registers 256 KiB by default:
-	// (ReadBuffers + WriteBuffers) × BufferSize. ReadBuffers is at
-	// least 2: one stays for credit messages.
+	// ReadBuffers is the slots of the read ring, which the peer writes
+	// the stream's bytes into; WriteBuffers the slots of the write
+	// buffers, which this side's messages go from. A message takes at
+	// least one slot of each, at most half of either, so small messages
+	// are many in flight and large ones go a few slots at once. Each
+	// defaults to 32, so a connection registers 256 KiB by default:
+	// (ReadBuffers + WriteBuffers) × BufferSize. ReadBuffers is at least
+	// 2: one slot's credit stays for credit and fin messages.
 	ReadBuffers, WriteBuffers int
 	// BusyPoll, when positive, makes a Read or Write that has to wait
 	// poll the completion queue for up to that long before it parks:
@@ -21,8 +24,8 @@ type Config struct {
 }
 
 const (
-	defaultBufferSize = 16 << 10
-	defaultBuffers    = 8
+	defaultBufferSize = 4 << 10
+	defaultBuffers    = 32
 )
 
 func (c *Config) withDefaults() Config {

@@ -22,8 +22,8 @@ import (
 // rest the buffer's index, or the one-sided operation's slot.
 const (
 	tagOp   = 0 << 62 // a one-sided RDMA READ or WRITE in slot i (region_linux.go)
-	tagRecv = 1 << 62 // a receive into read buffer i
-	tagSend = 2 << 62 // a data message from write buffer i
+	tagRecv = 1 << 62 // a receive: it carries no memory
+	tagSend = 2 << 62 // a data message from i slots of the write buffers
 	tagCtrl = 3 << 62 // a credit or fin message, no buffer
 	tagMask = 3 << 62
 )
@@ -38,37 +38,47 @@ const closeWait = time.Second
 // WriteAt reach the peer's memory with RDMA READ and WRITE, many at once
 // (region_linux.go).
 type Conn struct {
-	rc    *rdmacm.Conn
-	qp    *uverbs.QP
-	cq    *cq.CQ
-	ch    *cq.Channel
-	buf   *uverbs.Buffer
-	mr    *uverbs.MR
-	mem   []byte
-	base  uint64 // mem's address, as the device sees it
-	cfg   Config
-	laddr Addr
-	raddr Addr
+	rc  *rdmacm.Conn
+	qp  *uverbs.QP
+	cq  *cq.CQ
+	ch  *cq.Channel
+	buf *uverbs.Buffer
+	// mem is the read ring, ReadBuffers slots the peer writes into (rmr,
+	// remote write), then the write buffers, WriteBuffers slots this
+	// side's messages go from (wmr); rbase and wbase are their addresses
+	// as the device sees them.
+	mem          []byte
+	rmr, wmr     *uverbs.MR
+	rbase, wbase uint64
+	cfg          Config
+	laddr        Addr
+	raddr        Addr
 
 	readMu  sync.Mutex // serialises Reads
 	writeMu sync.Mutex // serialises Writes
 
 	// mu guards what follows, and the QP's posts.
 	mu sync.Mutex
-	// The read side: read buffers holding data not yet read, in arrival
+	// The read side: the messages in the ring not yet read, in arrival
 	// order, as a ring over ready; the first of them read up to readOff.
-	ready                []readyBuf
-	readyHead, readyN    int
-	readOff              int
-	eof                  bool   // the peer's fin arrived
-	owed                 uint16 // receives reposted and not yet handed back to the peer
-	creditAt             uint16 // owed this high, a credit message goes unless data carries it
-	rwr                  []uverbs.RecvWR
-	credits, peerCredits int   // the peer's receives ours to take, and how many it posted
-	chunk                int   // the most bytes one message carries: the smaller of the two sides' buffers
-	free                 []int // write buffers not in flight
-	inflight, sqDepth    int   // messages posted and not completed, and the most there may be
-	finWanted, finSent   bool  // CloseWrite or Close asked for a fin; it went
+	// The next message lands at slot recvPos; ringUsed slots hold data.
+	ready             []readyBuf
+	readyHead, readyN int
+	readOff           int
+	recvPos, ringUsed int
+	eof               bool   // the peer's fin arrived
+	owed              uint16 // slots freed and not yet handed back to the peer
+	creditAt          uint16 // owed this high, a credit message goes unless data carries it
+	rwr               [1]uverbs.RecvWR
+	// The write side: the peer's ring (peer), the credits ours to spend
+	// in it, and the slot our next message goes to; the write buffers as
+	// a ring too, sendUsed slots in flight before sendPos.
+	peer                 hello
+	credits, peerCredits int // the peer's slots ours to take, and how many its ring has
+	peerPos              int
+	sendPos, sendUsed    int
+	inflight, sqDepth    int  // messages posted and not completed, and the most there may be
+	finWanted, finSent   bool // CloseWrite or Close asked for a fin; it went
 	err                  error
 	closed               bool
 	wcs                  [16]cq.WC
@@ -106,12 +116,15 @@ type Conn struct {
 	rexp, wexp expiry // the deadlines again, as channels many waiters select on
 }
 
-type readyBuf struct{ index, n int }
+// readyBuf is a message in the read ring: n bytes from slot, taking
+// slots slots.
+type readyBuf struct{ slot, n, slots int }
 
-// newConn gives rc, a connection in the making, its registered buffers,
-// and posts its receives: called by rdmacm before the connection is made
-// (Config.Setup), so that the peer's first message finds a receive.
-func newConn(rc *rdmacm.Conn, cfg Config) (*Conn, error) {
+// newConn gives rc, a connection in the making, its registered ring and
+// buffers, posts its receives and writes the ring's place into pd, the
+// hello that goes to the peer: called by rdmacm before the connection is
+// made (Config.Setup), so that the peer's first message finds a receive.
+func newConn(rc *rdmacm.Conn, cfg Config, pd []byte) (*Conn, error) {
 	c := &Conn{rc: rc, qp: rc.QP(), cq: rc.CQ(), ch: rc.CompChannel(), cfg: cfg,
 		laddr: Addr{rc.LocalAddr()}, raddr: Addr{rc.RemoteAddr()},
 		readReady: make(chan struct{}, 1), writeReady: make(chan struct{}, 1), done: make(chan struct{}),
@@ -123,26 +136,25 @@ func newConn(rc *rdmacm.Conn, cfg Config) (*Conn, error) {
 		return nil, err
 	}
 	c.mem = c.buf.Bytes()
-	if c.mr, err = rc.PD().RegMR(c.mem, uverbs.AccessLocalWrite); err != nil {
+	if c.rmr, err = rc.PD().RegMR(c.mem[:r*bs], uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite); err != nil {
 		c.buf.Close()
 		return nil, err
 	}
-	c.base = c.mr.Addr()
-	c.ready = make([]readyBuf, r)
-	c.rwr = make([]uverbs.RecvWR, r)
-	sges := make([]uverbs.SGE, r)
-	for i := range c.rwr {
-		sges[i] = uverbs.SGE{Addr: c.base + uint64(i*bs), Length: uint32(bs), LKey: c.mr.LKey()}
-		c.rwr[i] = uverbs.RecvWR{WRID: tagRecv | uint64(i), SGL: sges[i : i+1]}
-	}
-	if _, err := c.qp.PostRecv(c.rwr); err != nil {
-		c.release()
+	if c.wmr, err = rc.PD().RegMR(c.mem[r*bs:], uverbs.AccessLocalWrite); err != nil {
+		c.rmr.Close()
+		c.buf.Close()
 		return nil, err
 	}
-	c.free = make([]int, w)
-	for i := range c.free {
-		c.free[i] = r + i
+	c.rbase, c.wbase = c.rmr.Addr(), c.wmr.Addr()
+	c.ready = make([]readyBuf, r)
+	c.rwr[0] = uverbs.RecvWR{WRID: tagRecv}
+	for range r {
+		if _, err := c.qp.PostRecv(c.rwr[:]); err != nil {
+			c.release()
+			return nil, err
+		}
 	}
+	hello{credits: uint16(r), bufSize: uint32(bs), rkey: c.rmr.RKey(), ringAddr: c.rbase}.put(pd)
 	c.creditAt = uint16(max(1, r/2))
 	c.swr[0].SGL = c.ssge[:]
 	c.rtimer, c.wtimer = time.NewTimer(time.Hour), time.NewTimer(time.Hour)
@@ -153,14 +165,15 @@ func newConn(rc *rdmacm.Conn, cfg Config) (*Conn, error) {
 
 // start begins the stream once the peer's hello is known.
 func (c *Conn) start(peer hello) {
+	c.peer = peer
 	c.credits, c.peerCredits = int(peer.credits), int(peer.credits)
-	c.chunk = min(c.cfg.BufferSize, int(peer.bufSize))
 	go c.react()
 }
 
 // release gives back the buffers; the connection is closed.
 func (c *Conn) release() {
-	c.mr.Close()
+	c.wmr.Close()
+	c.rmr.Close()
 	c.buf.Close()
 }
 
@@ -285,13 +298,19 @@ func (c *Conn) completeLocked(wc *cq.WC) {
 		c.opCompleteLocked(i, wc.Status)
 		return
 	case tagSend:
-		c.free = append(c.free, i)
+		c.sendUsed -= i
 		c.inflight--
+		if wc.Status == cq.RemAccessErr {
+			// Data goes only inside the ring the peer advertised: a
+			// refusal means the ring went with the peer's process.
+			c.failLocked(lostErr(wc.Status))
+			return
+		}
 	case tagCtrl:
 		c.inflight--
 	case tagRecv:
 		if wc.Status == cq.Success {
-			c.receivedLocked(i, wc)
+			c.receivedLocked(wc)
 			return
 		}
 	}
@@ -300,8 +319,9 @@ func (c *Conn) completeLocked(wc *cq.WC) {
 	}
 }
 
-// receivedLocked takes the message that arrived in read buffer i.
-func (c *Conn) receivedLocked(i int, wc *cq.WC) {
+// receivedLocked takes the message whose receive completed, and posts
+// the receive again.
+func (c *Conn) receivedLocked(wc *cq.WC) {
 	if wc.Flags&cq.WithImm == 0 {
 		c.failLocked(fmt.Errorf("%w: a message without a header", errProtocol))
 		return
@@ -312,28 +332,28 @@ func (c *Conn) receivedLocked(i int, wc *cq.WC) {
 		return
 	}
 	if c.credits += int(h.credits); c.credits > c.peerCredits {
-		c.failLocked(fmt.Errorf("%w: %d credits handed back, %d receives posted", errProtocol, c.credits, c.peerCredits))
+		c.failLocked(fmt.Errorf("%w: %d credits handed back, %d slots in its ring", errProtocol, c.credits, c.peerCredits))
 		return
 	}
+	bs, k, n := c.cfg.BufferSize, int(h.slots), int(wc.ByteLen)
 	switch {
-	case h.kind == kindData && wc.ByteLen > 0 && int(wc.ByteLen) <= c.cfg.BufferSize && !c.eof:
-		c.ready[(c.readyHead+c.readyN)%len(c.ready)] = readyBuf{i, int(wc.ByteLen)}
+	case h.kind == kindData && wc.Opcode == cq.OpRecvRDMAWithImm && n > (k-1)*bs && n <= k*bs &&
+		c.recvPos+k <= len(c.ready) && c.ringUsed+k <= len(c.ready) && !c.eof:
+		c.ready[(c.readyHead+c.readyN)%len(c.ready)] = readyBuf{c.recvPos, n, k}
 		c.readyN++
-	case h.kind != kindData && wc.ByteLen == 0:
+		c.recvPos = (c.recvPos + k) % len(c.ready)
+		c.ringUsed += k
+	case h.kind != kindData && wc.Opcode == cq.OpRecv && n == 0:
 		c.eof = c.eof || h.kind == kindFin
-		c.repostLocked(i)
+		c.owed++
 	default:
-		c.failLocked(fmt.Errorf("%w: a message of kind %d with %d bytes (after fin: %t)", errProtocol, h.kind, wc.ByteLen, c.eof))
-	}
-}
-
-// repostLocked posts read buffer i again and owes the peer a credit.
-func (c *Conn) repostLocked(i int) {
-	if _, err := c.qp.PostRecv(c.rwr[i : i+1]); err != nil {
-		c.failLocked(err)
+		c.failLocked(fmt.Errorf("%w: a message of kind %d (%v) with %d bytes in %d slots, at slot %d of %d, %d in use (after fin: %t)",
+			errProtocol, h.kind, wc.Opcode, n, k, c.recvPos, len(c.ready), c.ringUsed, c.eof))
 		return
 	}
-	c.owed++
+	if _, err := c.qp.PostRecv(c.rwr[:]); err != nil {
+		c.failLocked(err)
+	}
 }
 
 // statusErr is the error of a failed completion. A flush, and the
@@ -346,11 +366,17 @@ func (c *Conn) repostLocked(i int) {
 func statusErr(s cq.Status) error {
 	switch s {
 	case cq.WRFlushErr, cq.RemOpErr, cq.RemInvReqErr, cq.RemAbortErr, cq.RetryExcErr, cq.RNRRetryExcErr:
-		return fmt.Errorf("connection lost (completion %v): %w", s, unix.ECONNRESET)
+		return lostErr(s)
 	case cq.RemAccessErr:
 		return fmt.Errorf("%w (completion %v)", ErrRemoteAccess, s)
 	}
 	return fmt.Errorf("completion %v: %w", s, unix.EIO)
+}
+
+// lostErr is the error of a connection whose peer went away, as the
+// completion of status s tells it.
+func lostErr(s cq.Status) error {
+	return fmt.Errorf("connection lost (completion %v): %w", s, unix.ECONNRESET)
 }
 
 // failLocked records the connection's first error.
@@ -360,26 +386,55 @@ func (c *Conn) failLocked(err error) {
 	}
 }
 
-// postLocked posts one message: kind, with the credits owed, and n bytes
-// from write buffer slot (slot < 0: none).
-func (c *Conn) postLocked(kind uint8, slot, n int) error {
+// postLocked posts one message: kind, with the credits owed, and for
+// data n bytes at sendPos in the write buffers, which take slots of them
+// there and peerSlots slots of the peer's ring at peerPos.
+func (c *Conn) postLocked(kind uint8, n, slots, peerSlots int) error {
 	wr := &c.swr[0]
-	wr.Opcode, wr.Flags = uverbs.WRSendWithImm, uverbs.SendSignaled
-	wr.Imm = header{kind: kind, credits: c.owed}.imm()
-	if slot < 0 {
-		wr.WRID, wr.SGL = tagCtrl, nil
+	wr.Flags = uverbs.SendSignaled
+	wr.Imm = header{kind: kind, slots: uint16(peerSlots), credits: c.owed}.imm()
+	if kind != kindData {
+		wr.Opcode, wr.WRID, wr.SGL = uverbs.WRSendWithImm, tagCtrl, nil
 	} else {
-		wr.WRID, wr.SGL = tagSend|uint64(slot), c.ssge[:]
-		c.ssge[0] = uverbs.SGE{Addr: c.base + uint64(slot*c.cfg.BufferSize), Length: uint32(n), LKey: c.mr.LKey()}
+		wr.Opcode, wr.WRID, wr.SGL = uverbs.WRRDMAWriteWithImm, tagSend|uint64(slots), c.ssge[:]
+		wr.RemoteAddr = c.peer.ringAddr + uint64(c.peerPos)*uint64(c.peer.bufSize)
+		wr.RKey = c.peer.rkey
+		c.ssge[0] = uverbs.SGE{Addr: c.wbase + uint64(c.sendPos*c.cfg.BufferSize), Length: uint32(n), LKey: c.wmr.LKey()}
 	}
 	if _, err := c.qp.PostSend(c.swr[:]); err != nil {
 		c.failLocked(err)
 		return err
 	}
-	c.credits--
+	if kind == kindData {
+		c.credits -= peerSlots
+		c.peerPos = (c.peerPos + peerSlots) % c.peerCredits
+		c.sendPos = (c.sendPos + slots) % c.cfg.WriteBuffers
+		c.sendUsed += slots
+	} else {
+		c.credits--
+	}
 	c.owed = 0
 	c.inflight++
 	return nil
+}
+
+// nextMsgLocked sizes the next data message of a Write with rest bytes
+// left: n bytes, in slots contiguous slots of the write buffers and
+// peerSlots contiguous slots of the peer's ring, the next of each. A
+// message takes at most half of either side's, so that one is written
+// while the last is read. n is 0 while there is no room.
+func (c *Conn) nextMsgLocked(rest int) (n, slots, peerSlots int) {
+	w, pbs := c.cfg.WriteBuffers, int(c.peer.bufSize)
+	if c.sendUsed == 0 {
+		c.sendPos = 0 // all of them in one piece
+	}
+	local := min(w-c.sendPos, w-c.sendUsed, max(1, w/2))
+	remote := min(c.peerCredits-c.peerPos, c.credits-1, max(1, c.peerCredits/2), maxMsgSlots) // one credit stays for control
+	if local <= 0 || remote <= 0 {
+		return 0, 0, 0
+	}
+	n = min(rest, local*c.cfg.BufferSize, remote*pbs)
+	return n, (n + c.cfg.BufferSize - 1) / c.cfg.BufferSize, (n + pbs - 1) / pbs
 }
 
 // sendCtrlLocked sends what the peer is owed, if it has to go on its
@@ -391,11 +446,11 @@ func (c *Conn) sendCtrlLocked() {
 	}
 	switch {
 	case c.finWanted && !c.finSent:
-		if c.postLocked(kindFin, -1, 0) == nil {
+		if c.postLocked(kindFin, 0, 0, 0) == nil {
 			c.finSent = true
 		}
 	case c.owed >= c.creditAt:
-		c.postLocked(kindCredit, -1, 0)
+		c.postLocked(kindCredit, 0, 0, 0)
 	}
 }
 
@@ -433,13 +488,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 }
 
-// copyOutLocked copies the ready data into b, reposting each read buffer
-// it empties.
+// copyOutLocked copies the ready data into b, freeing the ring's slots
+// of each message it empties: credits owed to the peer.
 func (c *Conn) copyOutLocked(b []byte) int {
 	n := 0
 	for c.readyN > 0 && n < len(b) {
 		r := c.ready[c.readyHead]
-		off := r.index * c.cfg.BufferSize
+		off := r.slot * c.cfg.BufferSize
 		k := copy(b[n:], c.mem[off+c.readOff:off+r.n])
 		n += k
 		if c.readOff += k; c.readOff < r.n {
@@ -448,7 +503,8 @@ func (c *Conn) copyOutLocked(b []byte) int {
 		c.readOff = 0
 		c.readyHead = (c.readyHead + 1) % len(c.ready)
 		c.readyN--
-		c.repostLocked(r.index)
+		c.ringUsed -= r.slots
+		c.owed += uint16(r.slots)
 	}
 	return n
 }
@@ -476,13 +532,16 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return n, c.opErr("write", c.err)
 		case n == len(b):
 			return n, nil
-		case c.credits >= 2 && len(c.free) > 0 && c.inflight < c.sqDepth:
-			slot := c.free[len(c.free)-1]
-			k := copy(c.mem[slot*c.cfg.BufferSize:slot*c.cfg.BufferSize+c.chunk], b[n:])
-			if err := c.postLocked(kindData, slot, k); err != nil {
+		case c.inflight < c.sqDepth:
+			k, slots, peerSlots := c.nextMsgLocked(len(b) - n)
+			if k == 0 {
+				break
+			}
+			off := (c.cfg.ReadBuffers + c.sendPos) * c.cfg.BufferSize
+			copy(c.mem[off:off+k], b[n:])
+			if err := c.postLocked(kindData, k, slots, peerSlots); err != nil {
 				return n, c.opErr("write", err)
 			}
-			c.free = c.free[:len(c.free)-1]
 			n += k
 			continue
 		}

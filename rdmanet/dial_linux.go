@@ -19,7 +19,9 @@ import (
 func streamSends(cfg Config) int { return cfg.WriteBuffers + 2 }
 
 // cmConfig is the rdmacm configuration of a connection with cfg: its
-// QP's queues, its hello, and setup, which makes the Conn.
+// QP's queues, its hello, and setup, which makes the Conn and is handed
+// the hello's bytes to complete (the ring's address and rkey: rdmacm
+// sends the private data after Setup).
 //
 // The send queue holds the stream's sends and, beside them, opSlots
 // one-sided operations: each side has its own share, so ReadAts and
@@ -30,13 +32,14 @@ func streamSends(cfg Config) int { return cfg.WriteBuffers + 2 }
 // side's responder resources, and with them the kernel's CM gives the QP
 // remote read, write and atomic access (what a Region's MR grants is
 // then the only limit).
-func cmConfig(cfg Config, setup func(*rdmacm.Conn) error) *rdmacm.Config {
+func cmConfig(cfg Config, setup func(rc *rdmacm.Conn, pd []byte) error) *rdmacm.Config {
 	r, s := cfg.ReadBuffers, streamSends(cfg)+opSlots
+	pd := make([]byte, helloSize)
 	return &rdmacm.Config{
 		Cap:         uverbs.QPCap{MaxSendWR: uint32(s), MaxRecvWR: uint32(r), MaxSendSGE: 1, MaxRecvSGE: 1},
 		CQSize:      s + r,
-		PrivateData: hello{credits: uint16(r), bufSize: uint32(cfg.BufferSize)}.marshal(),
-		Setup:       setup,
+		PrivateData: pd,
+		Setup:       func(rc *rdmacm.Conn) error { return setup(rc, pd) },
 	}
 }
 
@@ -91,8 +94,8 @@ func (d *Dialer) DialContext(ctx context.Context, nw, address string) (net.Conn,
 	}
 	cfg := d.Config.withDefaults()
 	var c *Conn
-	rc, err := rdmacm.Dial(ctx, address, cmConfig(cfg, func(rc *rdmacm.Conn) (err error) {
-		c, err = newConn(rc, cfg)
+	rc, err := rdmacm.Dial(ctx, address, cmConfig(cfg, func(rc *rdmacm.Conn, pd []byte) (err error) {
+		c, err = newConn(rc, cfg, pd)
 		return err
 	}))
 	if err != nil {
@@ -208,8 +211,8 @@ func (l *Listener) handshake(req *rdmacm.Request) {
 	ctx, cancel := context.WithTimeout(l.ctx, handshakeTimeout)
 	defer cancel()
 	var c *Conn
-	if _, err := req.Accept(ctx, cmConfig(l.cfg, func(rc *rdmacm.Conn) (err error) {
-		c, err = newConn(rc, l.cfg)
+	if _, err := req.Accept(ctx, cmConfig(l.cfg, func(rc *rdmacm.Conn, pd []byte) (err error) {
+		c, err = newConn(rc, l.cfg, pd)
 		return err
 	})); err != nil {
 		if c != nil {

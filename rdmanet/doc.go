@@ -9,22 +9,25 @@
 //
 // (DialContext takes the network "tcp", which http.Transport asks for, to
 // mean "rdma".)
+//
 // # The stream
 //
 // Each connection registers (ReadBuffers + WriteBuffers) × BufferSize
-// bytes (Config; 256 KiB by default) and keeps ReadBuffers receives
-// posted. Write copies the caller's bytes into a write buffer and posts a
-// SEND with immediate data, a buffer's worth per message; Write returns
-// once every byte is in registered memory and posted, after which the QP
-// delivers it in order unless the connection fails. Read copies out what
-// has arrived and reposts each emptied buffer.
+// bytes (Config; 256 KiB by default): a ring of read slots, which the
+// peer writes into, and write buffers. Write copies the caller's bytes
+// into the write buffers and posts an RDMA WRITE WITH IMMEDIATE into the
+// next free slots of the peer's ring, as many slots at once as are free
+// (up to half the ring); Write returns once every byte is in registered
+// memory and posted, after which the QP delivers it in order unless the
+// connection fails. Read copies out what has arrived and frees its slots.
 //
-// Flow control is by credits: a side sends a message only into a receive
-// its peer posted for it, told at the start (the hello in the connection's
-// private data) and handed back in each message's header as the peer
-// reposts. So a sender never meets receiver-not-ready, and a Write waits
-// while the peer's application does not read. One receive is kept for
-// credit and fin messages, which carry no bytes.
+// Flow control is by credits, one per slot of the peer's ring, told at
+// the start (the hello in the connection's private data, with the ring's
+// address and key) and handed back in each message's header as the
+// peer's application reads. So a sender never overruns the ring nor
+// meets receiver-not-ready, and a Write waits while the peer's
+// application does not read. One credit is kept for credit and fin
+// messages, which carry no bytes.
 //
 // # Waiting
 //

@@ -95,19 +95,23 @@ const (
 	streamBWCount  = 200
 )
 
-// streamPairs are rstream (rsockets) beside goverbs stream (rdmanet), and
-// the same two over TCP sockets (-T s): the reference the issue shows
-// rdmanet against, not a target. Both sides block (-T b), as rdmanet
-// waits: rstream's default spins.
+// streamPairs are rstream (rsockets) beside goverbs stream (rdmanet):
+// both blocking (rstream -T b; rdmanet's default), both spinning
+// (rstream's default, nonblocking calls in a loop; rdmanet's BusyPoll,
+// which spins up to 1 ms before it parks, longer than any round trip
+// here), and both over TCP sockets (-T s): the reference the issue shows
+// rdmanet against, not a target.
 var streamPairs = []struct {
-	test string
-	args []string // both tools', both sides'
-	tcp  bool
+	test      string
+	args      []string // both tools', both sides'
+	tcp, spin bool
 }{
-	{"stream_lat", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, false},
-	{"stream_bw", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, false}, // rstream reads "64k" as 64
-	{"stream_lat_tcp", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, true},
-	{"stream_bw_tcp", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, true},
+	{"stream_lat", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, false, false},
+	{"stream_bw", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, false, false}, // rstream reads "64k" as 64
+	{"stream_lat_spin", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, false, true},
+	{"stream_bw_spin", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, false, true},
+	{"stream_lat_tcp", []string{"-S", "64", "-C", "1", "-I", fmt.Sprint(streamLatIters)}, true, false},
+	{"stream_bw_tcp", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, true, false},
 }
 
 // benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
@@ -262,8 +266,11 @@ func toolSteps(libPath string, prof func(string) string) []plan.Step {
 	// rstream's server serves one client's run, then exits.
 	for _, sp := range streamPairs {
 		c, g := []string{"/usr/bin/rstream", "-T", "b"}, []string{"/bin/goverbs", "stream"}
-		if sp.tcp {
+		switch {
+		case sp.tcp:
 			c, g = []string{"/usr/bin/rstream", "-T", "s", "-T", "b"}, append(g, "-T", "s") // one letter a -T
+		case sp.spin:
+			c, g = []string{"/usr/bin/rstream"}, append(g, "-busypoll", "1ms")
 		}
 		pair(sp.test, append(c, sp.args...), append(g, sp.args...), []string{"-b", "192.0.2.1"}, []string{"-s", "192.0.2.1"}, false)
 	}
@@ -743,8 +750,10 @@ func (r *benchResult) toolRows() []toolRow {
 	}
 	add("pingpong", "rc_pingpong 4096B")
 	add("cmtime", fmt.Sprintf("cmtime %d connections", cmtimeConns))
-	add("stream_lat", "rstream / goverbs stream, 64B ping-pong")
-	add("stream_bw", "rstream / goverbs stream, 64KiB bursts")
+	add("stream_lat", "rstream -T b / goverbs stream, 64B ping-pong")
+	add("stream_bw", "rstream -T b / goverbs stream, 64KiB bursts")
+	add("stream_lat_spin", "rstream / goverbs stream -busypoll 1ms (both spin): 64B ping-pong")
+	add("stream_bw_spin", "rstream / goverbs stream -busypoll 1ms (both spin): 64KiB bursts")
 	add("stream_lat_tcp", "the same over TCP (-T s): 64B ping-pong")
 	add("stream_bw_tcp", "the same over TCP (-T s): 64KiB bursts")
 	return rows

@@ -101,7 +101,7 @@ func TestBenchTables(t *testing.T) {
 		"| write_lat 64B | t_typical [µs] | – | – | missing |  |",
 		"| cmtime 100 connections | total [µs/conn] | 1660 | 1600 | 0.96× | ≤ 1.0× met |",
 		"| cmtime 100 connections | setup [µs/conn] | 1110 | 1200 | 1.08× |  |",
-		"| rstream / goverbs stream, 64B ping-pong | usec/xfer | 300 | 400 | 1.33× | ≤ 1.0× **missed** |",
+		"| rstream -T b / goverbs stream, 64B ping-pong | usec/xfer | 300 | 400 | 1.33× | ≤ 1.0× **missed** |",
 		"| the same over TCP (-T s): 64KiB bursts | Gb/sec | – | 0.420 | missing |  |",
 	} {
 		if !strings.Contains(tools, want) {
@@ -237,8 +237,8 @@ func TestBenchPairsFlag(t *testing.T) {
 		t.Error("partialBench with make bench's flags")
 	}
 	all := tests()
-	if len(all) != 10 {
-		t.Errorf("tool pairs with no -benchpairs: %v, want ten tests", all)
+	if len(all) != 12 {
+		t.Errorf("tool pairs with no -benchpairs: %v, want twelve tests", all)
 	}
 	*flagBenchPairs = "^pingpong$"
 	got := tests()
