@@ -11,9 +11,9 @@ type Config struct {
 	// ReadBuffers is the slots of the read ring, which the peer writes
 	// the stream's bytes into; WriteBuffers the slots of the write
 	// buffers, which this side's messages go from. A message takes at
-	// least one slot of each, at most half of either, so small messages
-	// are many in flight and large ones go a few slots at once. Each
-	// defaults to 32, so a connection registers 256 KiB by default:
+	// least one slot of each, at most half of either, so small
+	// messages are many in flight and large ones go 32 KiB at once. They
+	// default to 32 and 16, so a connection registers 192 KiB by default:
 	// (ReadBuffers + WriteBuffers) × BufferSize. ReadBuffers is at least
 	// 2: one slot's credit stays for credit and fin messages.
 	ReadBuffers, WriteBuffers int
@@ -24,8 +24,9 @@ type Config struct {
 }
 
 const (
-	defaultBufferSize = 4 << 10
-	defaultBuffers    = 32
+	defaultBufferSize   = 4 << 10
+	defaultReadBuffers  = 32
+	defaultWriteBuffers = 16
 )
 
 func (c *Config) withDefaults() Config {
@@ -37,11 +38,11 @@ func (c *Config) withDefaults() Config {
 		d.BufferSize = defaultBufferSize
 	}
 	if d.ReadBuffers <= 0 {
-		d.ReadBuffers = defaultBuffers
+		d.ReadBuffers = defaultReadBuffers
 	}
 	d.ReadBuffers = min(max(d.ReadBuffers, 2), maxCredits)
 	if d.WriteBuffers <= 0 {
-		d.WriteBuffers = defaultBuffers
+		d.WriteBuffers = defaultWriteBuffers
 	}
 	return d
 }

@@ -13,7 +13,7 @@
 // # The stream
 //
 // Each connection registers (ReadBuffers + WriteBuffers) × BufferSize
-// bytes (Config; 256 KiB by default): a ring of read slots, which the
+// bytes (Config; 192 KiB by default): a ring of read slots, which the
 // peer writes into, and write buffers. Write copies the caller's bytes
 // into the write buffers and posts an RDMA WRITE WITH IMMEDIATE into the
 // next free slots of the peer's ring, as many slots at once as are free

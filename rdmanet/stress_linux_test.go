@@ -838,7 +838,7 @@ func procStatus(t *testing.T, field string) int64 {
 }
 
 // A server's idle connections, with the default Config, their clients
-// in another process (TestHelperPeer): each registers 256 KiB, which the
+// in another process (TestHelperPeer): each registers 192 KiB, which the
 // kernel pins (VmPin grows by exactly that), and the server's resident
 // memory grows by less than 300 KiB a connection (the bound: 300
 // MiB for 1,000). The log says what each costs: RSS, VmPin, the Go heap,
@@ -887,8 +887,8 @@ func TestIdleServerMemory(t *testing.T) {
 	t.Logf("%d idle server connections made in %v; per connection: RSS +%.1f KiB, VmPin +%.1f KiB, Go heap +%.1f KiB, goroutines +%.1f; RSS %d MiB in all",
 		conns, setup.Round(time.Millisecond), float64(rss1-rss0)/1024/float64(conns), float64(pin1-pin0)/1024/float64(conns),
 		float64(int64(heap1)-int64(heap0))/1024/float64(conns), float64(g1-g0)/float64(conns), rss1>>20)
-	if got, want := pin1-pin0, int64(conns*256<<10); got != want {
-		t.Errorf("VmPin grew by %d bytes for %d connections, want %d (256 KiB each)", got, conns, want)
+	if got, want := pin1-pin0, int64(conns*192<<10); got != want {
+		t.Errorf("VmPin grew by %d bytes for %d connections, want %d (the default 192 KiB each)", got, conns, want)
 	}
 	if per := (rss1 - rss0) / int64(conns); per >= 300<<10 {
 		t.Errorf("RSS grew by %d KiB a connection, want under 300 KiB (300 MiB for 1,000)", per>>10)
@@ -896,7 +896,7 @@ func TestIdleServerMemory(t *testing.T) {
 }
 
 // 100 idle connections cost what their Config says: each end registers
-// (ReadBuffers + WriteBuffers) × BufferSize bytes, the default 256 KiB
+// (ReadBuffers + WriteBuffers) × BufferSize bytes, the default 192 KiB
 // at the client and a smaller Config's 24 KiB at the server, which the
 // kernel pins (VmPin grows by exactly that) and gives back at Close. The
 // log reports the growth of RSS, of the Go heap and of goroutines per
@@ -905,7 +905,7 @@ func TestIdleConnsMemory(t *testing.T) {
 	requireCM(t)
 	const conns = 100
 	srvCfg := rdmanet.Config{BufferSize: 4 << 10, ReadBuffers: 4, WriteBuffers: 2}
-	const cliMem, srvMem = (32 + 32) * 4 << 10, (4 + 2) * 4 << 10
+	const cliMem, srvMem = (32 + 16) * 4 << 10, (4 + 2) * 4 << 10
 	l := listen(t, &rdmanet.ListenConfig{Config: srvCfg})
 	// Make one connection first, so that what is made once per process
 	// (the device's context and PD, the runtime's poller) is not counted.
