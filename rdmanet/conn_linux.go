@@ -19,7 +19,8 @@ import (
 )
 
 // A work request's ID says what it is: its top two bits the kind, the
-// rest the buffer's index, or the one-sided operation's slot.
+// rest a data message's write-buffer slots, or the one-sided operation's
+// slot.
 const (
 	tagOp   = 0 << 62 // a one-sided RDMA READ or WRITE in slot i (region_linux.go)
 	tagRecv = 1 << 62 // a receive: it carries no memory

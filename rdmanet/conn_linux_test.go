@@ -275,3 +275,46 @@ func TestReadWriteAllocs(t *testing.T) {
 		t.Errorf("a 64-byte round trip allocates %v times (%v)", n, err)
 	}
 }
+
+// TestExamples runs the examples that need a device (they have no Output
+// line, so go test only compiles them) and checks what they print.
+func TestExamples(t *testing.T) {
+	requireCM(t)
+	for _, ex := range []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"Example", Example, "hello over RDMA\n"},
+		{"ExampleDialer", ExampleDialer, "200 OK hello, gopher\n"},
+		{"ExampleConn_ReadAt", ExampleConn_ReadAt, "read: the server's bytes\nthe server has: the client's bytes\n"},
+	} {
+		t.Run(ex.name, func(t *testing.T) {
+			if got := captureStdout(t, ex.f); got != ex.want {
+				t.Errorf("%s printed %q, want %q", ex.name, got, ex.want)
+			}
+		})
+	}
+}
+
+// captureStdout returns what f prints on os.Stdout.
+func captureStdout(t *testing.T, f func()) string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	out := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	defer func() { os.Stdout = stdout }()
+	f()
+	os.Stdout = stdout
+	w.Close()
+	s := <-out
+	r.Close()
+	return s
+}
