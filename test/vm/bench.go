@@ -437,7 +437,7 @@ var (
 	// ms, max ms, min µs and µs per connection.
 	cmtimeRow = regexp.MustCompile(`bench cmtime (c|go) #(\d+) client\|([a-z ]+?) *: +[\d.]+ +[\d.]+ +[\d.]+ +([\d.]+)$`)
 	// rstream's and goverbs stream's custom row: "custom 64 1 2k 250k 1.23s 0.00 300.00".
-	streamRow = regexp.MustCompile(`bench (stream_\w+) (c|go) #\d+ client\|custom +\S+ +\S+ +\S+ +\S+ +([\d.]+)s +([\d.]+) +([\d.]+)$`)
+	streamRow = regexp.MustCompile(`bench (stream_\w+) (c|go) #\d+ client\| *custom +\S+ +\S+ +\S+ +\S+ +([\d.]+)s +([\d.]+) +([\d.]+)$`)
 	// "BenchmarkPollDrain/batch=1-2   662   178241 ns/op   661.4 ns/CQE   0 B/op   0 allocs/op".
 	goBenchRow = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 	// "cbench PollEmpty 1000000 95.3 ns/op".
@@ -946,7 +946,7 @@ func writePerformance(root string, results []*benchResult, mlx5 string) error {
 		latIters, bwIters, pingpongIters, cmtimeConns)
 	for _, r := range results {
 		fmt.Fprintf(&b, "## %s\n\nHot paths: the Go benchmarks (test/bench) and the same loops in C through libibverbs (test/bench/testdata/cbench.c):\n\n%s\n", r.Kernel, r.microTable())
-		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, librdmacm's `cmtime` beside `goverbs cmtime`, rsockets' `rstream` beside `goverbs stream` (rdmanet; both blocking, %d round trips, bursts of %d), same parameters:\n\n%s\n", streamLatIters, streamBWCount, r.toolTable())
+		fmt.Fprintf(&b, "Tools: perftest beside `goverbs perf`, `ibv_rc_pingpong` beside `goverbs pingpong`, librdmacm's `cmtime` beside `goverbs cmtime`, rsockets' `rstream` beside `goverbs stream` (rdmanet; both blocking, then both spinning, %d round trips, bursts of %d), same parameters:\n\n%s\n", streamLatIters, streamBWCount, r.toolTable())
 	}
 	fmt.Fprintf(&b, "## mlx5 provider, the test playing the device (provider/mlx5/bench_linux_test.go)\n\n%s\n", mlx5)
 	return writeGenerated(filepath.Join(root, resultsFile), "goverbs against rdma-core, side by side (`make bench`)", b.String())

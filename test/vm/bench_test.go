@@ -48,7 +48,7 @@ var benchConsole = []string{
 	"  bench cmtime go #1 client|disconnect   :       40.00      20.00     100.00     400.00",
 	"  bench cmtime go #1 client|100 connections: 1600.00 us per connection, setup and teardown",
 	"  bench stream_lat c #0 client|name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer",
-	"  bench stream_lat c #0 client|custom    64      1       2k      250k        1.20s      0.00     300.00",
+	"  bench stream_lat c #0 client| custom    64      1       2k      250k        1.20s      0.00     300.00", // as the step's prefix ends
 	"  bench stream_lat go #1 client|custom    64      1       2k      250k        1.60s      0.00     400.00",
 	"  bench stream_bw_tcp go #1 client|custom    64k     200     1       25m         0.50s      0.42    1250.00",
 }
