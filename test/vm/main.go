@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,7 @@ var (
 	flagKeep    = flag.Bool("keep", false, "keep the work directory (initramfs, binaries) and print its path")
 	flagQuiet   = flag.Bool("q", false, "do not pass -test.v to the test binaries")
 	flagNoRDMA  = flag.Bool("no-rdma", false, "create no rxe device: device tests must then fail, not skip")
+	flagTwoHost = flag.Bool("twohost", false, "two hosts in one guest: veth0 (192.0.2.1, rxe0) and veth1 (192.0.2.2, rxe1), the traffic between them across the pair, and sch_netem loaded to break it")
 	flagBenchT  = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
 	flagEnv     = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
 	flagRace    = flag.Bool("race", false, "test mode: build the test binaries with the race detector (CGO_ENABLED=1 for them only; the host's loader and libc go into the guest); guests of another architecture than the host's run without it")
@@ -235,7 +237,11 @@ func harness(ctx context.Context, mode string) error {
 			if err != nil {
 				return err
 			}
-			k, err := extractKernel(ctx, cache, deb, neededModules)
+			modules := neededModules
+			if *flagTwoHost {
+				modules = append(slices.Clone(modules), "sch_netem")
+			}
+			k, err := extractKernel(ctx, cache, deb, modules)
 			if err != nil {
 				return err
 			}
@@ -397,10 +403,18 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		RDMALinks: []plan.RDMALink{{Name: "rxe0", Type: "rxe", Netdev: "d0", WaitFor: "/dev/infiniband/uverbs0"}},
 		Devices:   guestDevices,
 	}
+	if *flagTwoHost {
+		p.Netdevs = []plan.Netdev{{Name: "veth0", Kind: "veth", Peer: "veth1", Addr: "192.0.2.1/24", PeerAddr: "192.0.2.2/24"}}
+		p.RDMALinks = []plan.RDMALink{{Name: "rxe0", Type: "rxe", Netdev: "veth0", WaitFor: "/dev/infiniband/uverbs0"},
+			{Name: "rxe1", Type: "rxe", Netdev: "veth1", WaitFor: "/dev/infiniband/uverbs1"}}
+	}
 	if *flagNoRDMA {
 		p.RDMALinks = nil
 	}
 	p.Env = splitList(*flagEnv)
+	if *flagTwoHost {
+		p.Env = append(p.Env, "GOVERBS_TWOHOST=1")
+	}
 	// The goverbs tool goes into every guest: the demo runs it, and the
 	// interop tests run it beside rdma-core's tools.
 	g.tool = filepath.Join(dir, "goverbs")

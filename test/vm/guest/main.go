@@ -179,11 +179,25 @@ func setup(p *plan.Plan) error {
 				return err
 			}
 		}
+		if n.PeerAddr != "" {
+			pfx, err := netip.ParsePrefix(n.PeerAddr)
+			if err != nil {
+				return err
+			}
+			if err := netlink.AddrAdd(n.Peer, pfx); err != nil {
+				return err
+			}
+		}
 		for _, name := range []string{n.Name, n.Peer} {
 			if name == "" {
 				continue
 			}
 			if err := netlink.LinkSetUp(name); err != nil {
+				return err
+			}
+		}
+		if n.Addr != "" && n.PeerAddr != "" {
+			if err := crossRoute(n); err != nil {
 				return err
 			}
 		}
@@ -212,6 +226,45 @@ func setup(p *plan.Plan) error {
 	fmt.Printf("init: %d modules, %d netdevs, %d RDMA links ready in %v (%s)\n",
 		len(p.Modules), len(p.Netdevs), len(p.RDMALinks), time.Since(start).Round(time.Millisecond), strings.Join(devs, ", "))
 	return nil
+}
+
+// crossRoute makes the traffic between a veth pair's two local addresses
+// cross the pair. Both addresses are the host's own, so the local table
+// would send it through the loopback (and rxe would loop it back inside
+// the device): rules ahead of the local table send what the host itself
+// sends (iif lo) to either address out of the other end, and
+// accept_local lets each end take packets from the host's own address.
+func crossRoute(n plan.Netdev) error {
+	a, err := netip.ParsePrefix(n.Addr)
+	if err != nil {
+		return err
+	}
+	b, err := netip.ParsePrefix(n.PeerAddr)
+	if err != nil {
+		return err
+	}
+	for _, dev := range []string{"all", n.Name, n.Peer} {
+		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+dev+"/accept_local", []byte("1"), 0); err != nil {
+			return err
+		}
+	}
+	const tableA, tableB = 100, 101 // to b out of n.Name; to a out of n.Peer
+	if err := netlink.RouteAdd(netip.PrefixFrom(b.Addr(), 32), n.Name, tableA); err != nil {
+		return err
+	}
+	if err := netlink.RouteAdd(netip.PrefixFrom(a.Addr(), 32), n.Peer, tableB); err != nil {
+		return err
+	}
+	for _, r := range []netlink.Rule{
+		{Pref: 10, Iif: "lo", Dst: netip.PrefixFrom(b.Addr(), 32), Table: tableA},
+		{Pref: 11, Iif: "lo", Dst: netip.PrefixFrom(a.Addr(), 32), Table: tableB},
+		{Pref: 1000, Table: unix.RT_TABLE_LOCAL},
+	} {
+		if err := netlink.RuleAdd(r); err != nil {
+			return err
+		}
+	}
+	return netlink.RuleDel(netlink.Rule{Pref: 0, Table: unix.RT_TABLE_LOCAL})
 }
 
 func loadModule(path string) error {

@@ -48,6 +48,11 @@ type Netdev struct {
 	Kind string // "dummy", or "veth" (then Peer is created too)
 	Peer string
 	Addr string // "192.0.2.1/24", or empty
+	// PeerAddr is the veth peer's address. With both set, /init routes
+	// the traffic between the two addresses across the pair, not
+	// through the loopback, so that netem on either end reaches it: two
+	// hosts in one namespace.
+	PeerAddr string
 }
 
 // RDMALink is one software RDMA device to create.
