@@ -484,43 +484,25 @@ func dialIdle(addr, n string) error {
 	}
 	d := &rdmanet.Dialer{Timeout: time.Minute, Config: rdmanet.Config{BufferSize: 4 << 10, ReadBuffers: 2, WriteBuffers: 1}}
 	conns := make([]net.Conn, count)
-	var g errgroup
-	for i := range conns {
-		g.do(func() (err error) {
-			conns[i], err = d.DialContext(context.Background(), "rdma", addr)
-			return err
-		})
+	errs := make([]error, 8) // a worker's first error ends it
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < count && errs[w] == nil; i = int(next.Add(1)) - 1 {
+				conns[i], errs[w] = d.DialContext(context.Background(), "rdma", addr)
+			}
+		}()
 	}
-	if err := g.wait(); err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	fmt.Println("CONNECTED")
 	select {}
 }
-
-// errgroup runs functions 8 at a time and keeps the first error.
-type errgroup struct {
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
-	err  error
-}
-
-func (g *errgroup) do(f func() error) {
-	if g.sem == nil {
-		g.sem = make(chan struct{}, 8)
-	}
-	g.sem <- struct{}{}
-	g.wg.Add(1)
-	go func() {
-		defer func() { <-g.sem; g.wg.Done() }()
-		if err := f(); err != nil {
-			g.once.Do(func() { g.err = err })
-		}
-	}()
-}
-
-func (g *errgroup) wait() error { g.wg.Wait(); return g.err }
 
 // peer is TestHelperPeer's process, as its parent sees it.
 type peer struct {
@@ -816,6 +798,30 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 	}
 }
 
+// memUse is what the process holds: resident and pinned memory, the Go
+// heap, goroutines.
+type memUse struct {
+	rss, pin, heap int64
+	goroutines     int
+}
+
+// measureMem measures the process, once the heap's garbage (earlier
+// tests') has gone back to the kernel.
+func measureMem(t *testing.T) memUse {
+	t.Helper()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memUse{procStatus(t, "VmRSS"), procStatus(t, "VmPin"), int64(ms.HeapAlloc), runtime.NumGoroutine()}
+}
+
+// growth says how m grew from m0, per connection of conns.
+func (m memUse) growth(m0 memUse, conns int) string {
+	kib := func(a, b int64) float64 { return float64(b-a) / 1024 / float64(conns) }
+	return fmt.Sprintf("RSS +%.1f KiB, VmPin +%.1f KiB, Go heap +%.1f KiB, goroutines +%.1f",
+		kib(m0.rss, m.rss), kib(m0.pin, m.pin), kib(m0.heap, m.heap), float64(m.goroutines-m0.goroutines)/float64(conns))
+}
+
 // procStatus returns a field of /proc/self/status in bytes (VmRSS,
 // VmPin: the kernel prints kB).
 func procStatus(t *testing.T, field string) int64 {
@@ -857,10 +863,7 @@ func TestIdleServerMemory(t *testing.T) {
 	c0, s0 := pair(t, l, nil) // what is made once per process is not counted
 	defer c0.Close()
 	defer s0.Close()
-	var ms runtime.MemStats
-	debug.FreeOSMemory()
-	runtime.ReadMemStats(&ms)
-	heap0, rss0, pin0, g0 := ms.HeapAlloc, procStatus(t, "VmRSS"), procStatus(t, "VmPin"), runtime.NumGoroutine()
+	m0 := measureMem(t)
 
 	start := time.Now()
 	p := startPeer(t, "dial="+l.Addr().String(), fmt.Sprintf("idle=%d", conns))
@@ -881,18 +884,15 @@ func TestIdleServerMemory(t *testing.T) {
 	p.expect(t, "CONNECTED")
 	setup := time.Since(start)
 	time.Sleep(time.Second) // idle
-	debug.FreeOSMemory()
-	runtime.ReadMemStats(&ms)
-	heap1, rss1, pin1, g1 := ms.HeapAlloc, procStatus(t, "VmRSS"), procStatus(t, "VmPin"), runtime.NumGoroutine()
-	t.Logf("%d idle server connections made in %v; per connection: RSS +%.1f KiB, VmPin +%.1f KiB, Go heap +%.1f KiB, goroutines +%.1f; RSS %d MiB in all",
-		conns, setup.Round(time.Millisecond), float64(rss1-rss0)/1024/float64(conns), float64(pin1-pin0)/1024/float64(conns),
-		float64(int64(heap1)-int64(heap0))/1024/float64(conns), float64(g1-g0)/float64(conns), rss1>>20)
-	if got, want := pin1-pin0, int64(conns*192<<10); got != want {
+	m1 := measureMem(t)
+	t.Logf("%d idle server connections made in %v; per connection: %s; RSS %d MiB in all",
+		conns, setup.Round(time.Millisecond), m1.growth(m0, conns), m1.rss>>20)
+	if got, want := m1.pin-m0.pin, int64(conns*192<<10); got != want {
 		t.Errorf("VmPin grew by %d bytes for %d connections, want %d (the default 192 KiB each)", got, conns, want)
 	}
 	// The race detector's shadow memory inflates RSS: its run checks
 	// the pinned memory only.
-	if per := (rss1 - rss0) / int64(conns); per >= 300<<10 && !testutil.Race {
+	if per := (m1.rss - m0.rss) / int64(conns); per >= 300<<10 && !testutil.Race {
 		t.Errorf("RSS grew by %d KiB a connection, want under 300 KiB (300 MiB for 1,000)", per>>10)
 	}
 }
@@ -915,10 +915,7 @@ func TestIdleConnsMemory(t *testing.T) {
 	defer c0.Close()
 	defer s0.Close()
 
-	var ms runtime.MemStats
-	debug.FreeOSMemory() // what earlier tests left on the heap leaves RSS
-	runtime.ReadMemStats(&ms)
-	heap0, rss0, pin0, g0 := ms.HeapAlloc, procStatus(t, "VmRSS"), procStatus(t, "VmPin"), runtime.NumGoroutine()
+	m0 := measureMem(t)
 	res0 := rdmatest.RXECounts(t)
 	var all []net.Conn
 	defer func() {
@@ -933,12 +930,10 @@ func TestIdleConnsMemory(t *testing.T) {
 	}
 	setup := time.Since(start)
 	time.Sleep(time.Second) // idle
-	debug.FreeOSMemory()
-	runtime.ReadMemStats(&ms)
-	heap1, rss1, pin1, g1 := ms.HeapAlloc, procStatus(t, "VmRSS"), procStatus(t, "VmPin"), runtime.NumGoroutine()
+	m1 := measureMem(t)
 	res1 := rdmatest.RXECounts(t)
 
-	if got, want := pin1-pin0, int64(conns*(cliMem+srvMem)); got != want {
+	if got, want := m1.pin-m0.pin, int64(conns*(cliMem+srvMem)); got != want {
 		t.Errorf("VmPin grew by %d bytes for %d connections, want %d: %d KiB a client end, %d KiB a server end",
 			got, conns, want, cliMem>>10, srvMem>>10)
 	}
@@ -949,13 +944,9 @@ func TestIdleConnsMemory(t *testing.T) {
 			t.Errorf("rxe0's %s count grew by %d for %d connections (%d ends), want %d", k, got, conns, 2*conns, each*2*conns)
 		}
 	}
-	per := func(a, b int64) string {
-		return fmt.Sprintf("%.1f KiB", float64(b-a)/1024/conns)
-	}
-	t.Logf("%d idle connections (%d ends) made in %v; per connection (both ends, %d KiB registered): RSS +%s, VmPin +%s, Go heap +%s, goroutines +%.1f",
-		conns, 2*conns, setup.Round(time.Millisecond), (cliMem+srvMem)>>10, per(rss0, rss1), per(pin0, pin1),
-		per(int64(heap0), int64(heap1)), float64(g1-g0)/conns)
-	t.Logf("RSS %d KiB before, %d KiB with the connections", rss0>>10, rss1>>10)
+	t.Logf("%d idle connections (%d ends) made in %v; per connection (both ends, %d KiB registered): %s",
+		conns, 2*conns, setup.Round(time.Millisecond), (cliMem+srvMem)>>10, m1.growth(m0, conns))
+	t.Logf("RSS %d KiB before, %d KiB with the connections", m0.rss>>10, m1.rss>>10)
 
 	for _, c := range all {
 		if err := c.Close(); err != nil {
@@ -964,8 +955,8 @@ func TestIdleConnsMemory(t *testing.T) {
 	}
 	all = nil
 	var pin2 int64
-	if !waitFor(10*time.Second, func() bool { pin2 = procStatus(t, "VmPin"); return pin2 == pin0 }) {
-		t.Errorf("VmPin %d KiB after closing the connections, %d KiB before them", pin2>>10, pin0>>10)
+	if !waitFor(10*time.Second, func() bool { pin2 = procStatus(t, "VmPin"); return pin2 == m0.pin }) {
+		t.Errorf("VmPin %d KiB after closing the connections, %d KiB before them", pin2>>10, m0.pin>>10)
 	}
 	debug.FreeOSMemory()
 	t.Logf("after Close: RSS %d KiB", procStatus(t, "VmRSS")>>10)

@@ -94,13 +94,19 @@ func (b *Builder) Uint32(typ uint16, v uint32) {
 	b.Add(typ, binary.NativeEndian.AppendUint32(nil, v))
 }
 
-// Nested appends an attribute whose payload is what fn adds.
-func (b *Builder) Nested(typ uint16, fn func(*Builder)) {
+// Nested appends an attribute whose payload is what fn adds, flagged
+// NLA_F_NESTED.
+func (b *Builder) Nested(typ uint16, fn func(*Builder)) { b.Wrap(typ|nlaFNested, fn) }
+
+// Wrap appends an attribute whose payload is what fn adds, as it is: a
+// struct, then attributes, as tc's TCA_OPTIONS carries them (without
+// NLA_F_NESTED, which tc does not set there).
+func (b *Builder) Wrap(typ uint16, fn func(*Builder)) {
 	start := len(b.b)
 	b.b = append(b.b, 0, 0, 0, 0)
 	fn(b)
 	binary.NativeEndian.PutUint16(b.b[start:], uint16(len(b.b)-start))
-	binary.NativeEndian.PutUint16(b.b[start+2:], typ|nlaFNested)
+	binary.NativeEndian.PutUint16(b.b[start+2:], typ)
 }
 
 const nlaFNested = 1 << 15

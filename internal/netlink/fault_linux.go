@@ -179,6 +179,12 @@ func prob(p float64) uint32 {
 	return uint32(math.Round(min(max(p, 0), 1) * math.MaxUint32))
 }
 
+// probCorr is a struct tc_netem_reorder or tc_netem_corrupt: the
+// probability, and no correlation.
+func probCorr(p float64) []byte {
+	return binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, prob(p)), 0)
+}
+
 // netemMsg encodes n as tc does: struct tc_netem_qopt (latency, limit,
 // loss, gap, duplicate, jitter: u32s; the delays 0 there, in
 // nanoseconds in LATENCY64 and JITTER64 instead), then the attributes
@@ -194,25 +200,23 @@ func netemMsg(ifindex int32, n Netem) []byte {
 	if n.Reorder > 0 {
 		gap = 1 // tc's: reorder every packet the probability picks
 	}
-	qopt := binary.NativeEndian.AppendUint32(nil, 0)
-	for _, v := range []uint32{limit, prob(n.Loss), gap, prob(n.Duplicate), 0} {
-		qopt = binary.NativeEndian.AppendUint32(qopt, v)
-	}
-	b.Add(unix.TCA_OPTIONS, nil)
-	start := len(b.b) - 4
-	b.b = append(b.b, qopt...)
-	if n.Reorder > 0 {
-		b.Add(tcaNetemReorder, binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, prob(n.Reorder)), 0))
-	}
-	if n.Corrupt > 0 {
-		b.Add(tcaNetemCorrupt, binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, prob(n.Corrupt)), 0))
-	}
-	if n.Delay > 0 {
-		b.Add(tcaNetemLatency64, binary.NativeEndian.AppendUint64(nil, uint64(n.Delay)))
-	}
-	if n.Jitter > 0 {
-		b.Add(tcaNetemJitter64, binary.NativeEndian.AppendUint64(nil, uint64(n.Jitter)))
-	}
-	binary.NativeEndian.PutUint16(b.b[start:], uint16(len(b.b)-start))
+	b.Wrap(unix.TCA_OPTIONS, func(b *Builder) {
+		// struct tc_netem_qopt: latency, limit, loss, gap, duplicate, jitter.
+		for _, v := range []uint32{0, limit, prob(n.Loss), gap, prob(n.Duplicate), 0} {
+			b.b = binary.NativeEndian.AppendUint32(b.b, v)
+		}
+		if n.Reorder > 0 {
+			b.Add(tcaNetemReorder, probCorr(n.Reorder))
+		}
+		if n.Corrupt > 0 {
+			b.Add(tcaNetemCorrupt, probCorr(n.Corrupt))
+		}
+		if n.Delay > 0 {
+			b.Add(tcaNetemLatency64, binary.NativeEndian.AppendUint64(nil, uint64(n.Delay)))
+		}
+		if n.Jitter > 0 {
+			b.Add(tcaNetemJitter64, binary.NativeEndian.AppendUint64(nil, uint64(n.Jitter)))
+		}
+	})
 	return b.Bytes()
 }

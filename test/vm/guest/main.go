@@ -170,21 +170,15 @@ func setup(p *plan.Plan) error {
 		if err != nil {
 			return err
 		}
-		if n.Addr != "" {
-			pfx, err := netip.ParsePrefix(n.Addr)
+		for _, a := range [][2]string{{n.Name, n.Addr}, {n.Peer, n.PeerAddr}} {
+			if a[1] == "" {
+				continue
+			}
+			pfx, err := netip.ParsePrefix(a[1])
 			if err != nil {
 				return err
 			}
-			if err := netlink.AddrAdd(n.Name, pfx); err != nil {
-				return err
-			}
-		}
-		if n.PeerAddr != "" {
-			pfx, err := netip.ParsePrefix(n.PeerAddr)
-			if err != nil {
-				return err
-			}
-			if err := netlink.AddrAdd(n.Peer, pfx); err != nil {
+			if err := netlink.AddrAdd(a[0], pfx); err != nil {
 				return err
 			}
 		}
