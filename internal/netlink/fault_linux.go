@@ -162,8 +162,8 @@ const (
 	tcaNetemCorr      = 1
 	tcaNetemReorder   = 3
 	tcaNetemCorrupt   = 4
-	tcaNetemLatency64 = 8
-	tcaNetemJitter64  = 9
+	tcaNetemLatency64 = 10
+	tcaNetemJitter64  = 11
 )
 
 // tcmsg is a struct tcmsg for the egress root of ifindex.

@@ -46,11 +46,14 @@ func TestNetemMsg(t *testing.T) {
 		}
 		return b
 	}
+	// The attribute numbers are <linux/pkt_sched.h>'s, written out: a
+	// test that named the package's own constants would pass with wrong
+	// ones (8 and 9, RATE64 and PAD, once stood for the delays).
 	want := map[uint16][]byte{
-		tcaNetemReorder:   u32s(1073741824, 0),
-		tcaNetemCorrupt:   u32s(4294967, 0),
-		tcaNetemLatency64: binary.NativeEndian.AppendUint64(nil, uint64(10*time.Millisecond)),
-		tcaNetemJitter64:  binary.NativeEndian.AppendUint64(nil, uint64(5*time.Millisecond)),
+		3:  u32s(1073741824, 0),                                                // TCA_NETEM_REORDER
+		4:  u32s(4294967, 0),                                                   // TCA_NETEM_CORRUPT
+		10: binary.NativeEndian.AppendUint64(nil, uint64(10*time.Millisecond)), // TCA_NETEM_LATENCY64
+		11: binary.NativeEndian.AppendUint64(nil, uint64(5*time.Millisecond)),  // TCA_NETEM_JITTER64
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("netem attributes (-want +got):\n%s", diff)
