@@ -45,14 +45,15 @@ FUZZ_ALL    := \
 	./internal/ucma:FuzzParsePaths ./internal/ucma:FuzzSockaddr ./rdmanet:FuzzParseWire ./rdmanet:FuzzParseToken
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 
-.PHONY: all build test check fmt vet lint cross unit model hwtest fuzz unit32 bigendian vm vmrace vmselftest vmtest demo bench fetch tools clean help generate
+.PHONY: all build test check fmt vet lint cross unit model hwtest fuzz unit32 bigendian vm vmrace vmselftest vmtest vmnet demo bench fetch tools clean help generate
 
 all: build
 
 help:
 	@echo "make demo     boot a VM with soft-RoCE and show the device as goverbs and rdma-core see it"
-	@echo "make test     gofmt, vet, staticcheck, cross builds, unit tests, the harness self-test, then the VM suite ($(VMS))"
+	@echo "make test     gofmt, vet, staticcheck, cross builds, unit tests, the harness self-test, then the VM suite ($(VMS)), the two-host network-fault suite ($(NETVMS)) and the suite under -race"
 	@echo "make vmtest KERNEL=6.12 ARCH=arm64 RUN=TestName    one kernel, one arch, one test pattern"
+	@echo "make vmnet    the two-host guest and its network faults (test/netfault) only"
 	@echo "make build    build bin/goverbs (static)"
 
 build:
@@ -68,7 +69,7 @@ generate: tools
 tools:
 	@command -v $(GO) >/dev/null || { echo "make: Go is not installed (need Go >= 1.24 on PATH)"; exit 1; }
 
-test: check unit model hwtest fuzz unit32 bigendian vmselftest vm vmrace
+test: check unit model hwtest fuzz unit32 bigendian vmselftest vm vmnet vmrace
 
 check: fmt vet lint cross
 
@@ -167,6 +168,13 @@ bigendian: tools
 
 vm: tools
 	$(GO) run ./test/vm -vms $(VMS) $(VMFLAGS) test
+
+# Two hosts and a bad network (test/netfault): the two-host guest (rxe0 on
+# veth0, rxe1 on veth1, netem between them) on each amd64 kernel. Full
+# sizes: VMFLAGS=-env=GOVERBS_NETFAULT_MSGS=200000 (docs/RELIABILITY.md).
+NETVMS      ?= 6.1/amd64,6.12/amd64
+vmnet: tools
+	$(GO) run ./test/vm -vms $(NETVMS) -twohost -pkg ./test/netfault/ $(VMFLAGS) test
 
 # The VM suite again with the race detector, on 6.1/amd64: the test binaries
 # only are built with CGO_ENABLED=1 -race, and the host's loader and libc go

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -128,6 +129,30 @@ type Netem struct {
 	Limit uint32
 }
 
+// String gives n as tc-netem(8) takes it: "delay 10ms 5ms loss 5%".
+func (n Netem) String() string {
+	var s []string
+	if n.Delay > 0 {
+		d := "delay " + n.Delay.String()
+		if n.Jitter > 0 {
+			d += " " + n.Jitter.String()
+		}
+		s = append(s, d)
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"loss", n.Loss}, {"duplicate", n.Duplicate}, {"corrupt", n.Corrupt}, {"reorder", n.Reorder}} {
+		if p.v > 0 {
+			s = append(s, fmt.Sprintf("%s %g%%", p.name, p.v*100))
+		}
+	}
+	if n.Limit > 0 {
+		s = append(s, fmt.Sprintf("limit %d", n.Limit))
+	}
+	return strings.Join(s, " ")
+}
+
 // NetemSet puts netem with n at the root of dev's egress, replacing
 // what is there; NetemDel takes it away.
 func NetemSet(dev string, n Netem) error {
@@ -136,7 +161,7 @@ func NetemSet(dev string, n Netem) error {
 		return fmt.Errorf("tc qdisc replace dev %s root netem: %w", dev, err)
 	}
 	if err := routeDo(unix.RTM_NEWQDISC, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, netemMsg(int32(ifi.Index), n)); err != nil {
-		return fmt.Errorf("tc qdisc replace dev %s root netem %+v: %w", dev, n, err)
+		return fmt.Errorf("tc qdisc replace dev %s root netem %v: %w", dev, n, err)
 	}
 	return nil
 }

@@ -65,6 +65,21 @@ func TestNetemMsg(t *testing.T) {
 	}
 }
 
+func TestNetemString(t *testing.T) {
+	for _, c := range []struct {
+		n    Netem
+		want string
+	}{
+		{Netem{}, ""},
+		{Netem{Loss: 0.05}, "loss 5%"},
+		{Netem{Delay: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Duplicate: 0.01, Reorder: 0.25, Limit: 50}, "delay 10ms 5ms duplicate 1% reorder 25% limit 50"},
+	} {
+		if got := c.n.String(); got != c.want {
+			t.Errorf("%#v: %q, want %q", c.n, got, c.want)
+		}
+	}
+}
+
 func TestRuleAndRouteMsg(t *testing.T) {
 	dst := netip.MustParsePrefix("192.0.2.2/32")
 	raw := ruleMsg(Rule{Pref: 10, Iif: "lo", Dst: dst, Table: 100})

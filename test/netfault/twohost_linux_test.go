@@ -15,12 +15,18 @@ import (
 	"github.com/goverbs/goverbs/rdmanet"
 )
 
-// requireTwoHosts skips the test outside the two-host guest.
+// requireTwoHosts skips the test outside the two-host guest; inside, the
+// test's end heals the link whatever the test did to it.
 func requireTwoHosts(t *testing.T) {
 	t.Helper()
 	if os.Getenv("GOVERBS_TWOHOST") != "1" {
 		t.Skip("needs the VM's two hosts: go run ./test/vm -twohost")
 	}
+	t.Cleanup(func() {
+		if err := heal(); err != nil {
+			t.Errorf("healing the link after the test: %v", err)
+		}
+	})
 }
 
 // counter reads a netdev's statistic ("tx_packets").

@@ -78,6 +78,10 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 		if rel == "test/vm" || strings.HasPrefix(rel, "test/vm/") {
 			continue
 		}
+		if race && modelPackage(rel) {
+			logf("%s: not under -race in the VM: make model runs it with the race detector on the host", f[0])
+			continue
+		}
 		b := testBin{Pkg: f[0], Rel: rel}
 		b.Host = filepath.Join(out, b.Name()+".test")
 		if st, err := os.Stat(filepath.Join(f[1], "testdata")); err == nil && st.IsDir() {
@@ -96,6 +100,17 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 		bins = append(bins, b)
 	}
 	return bins, nil
+}
+
+// modelPackage reports whether the package at rel (from the module's
+// root) tests the mlx5 provider on its in-process device model. Such a
+// package never opens the kernel's devices, so the kernel under it does
+// not matter: the VM suite runs it on the first kernel of each
+// architecture only (for arm64 the VM is the one place its code runs),
+// and not under -race, since make model runs it with the race detector on
+// the host.
+func modelPackage(rel string) bool {
+	return rel == "internal/mlx5model" || rel == "provider/mlx5"
 }
 
 // moduleRoot finds the directory of go.mod above the working directory.

@@ -232,7 +232,7 @@ func harness(ctx context.Context, mode string) error {
 		if err != nil {
 			return err
 		}
-		for _, series := range targets[arch] {
+		for i, series := range targets[arch] {
 			deb, err := a.resolveKernel(ctx, series, debArch(arch))
 			if err != nil {
 				return err
@@ -254,7 +254,7 @@ func harness(ctx context.Context, mode string) error {
 				return selftest(ctx, g, k, filepath.Join(work, arch))
 			}
 			initrd := filepath.Join(work, arch, "initramfs-"+series+".cpio")
-			if err := g.writeInitramfs(initrd, k); err != nil {
+			if err := g.writeInitramfs(initrd, k, i == 0); err != nil {
 				return err
 			}
 			cpu := qemuCPU(mode)
@@ -613,7 +613,9 @@ func orNone(s string) string {
 }
 
 // writeInitramfs writes the initramfs for kernel k.
-func (g *guest) writeInitramfs(dst string, k *kernel) error {
+// writeInitramfs writes the guest for kernel k; the packages that never
+// touch the kernel (modelPackage) go only into the first kernel's.
+func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	f, err := os.Create(dst)
 	if err != nil {
 		return err
@@ -628,6 +630,11 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 		c.HostFile("/init", g.init, 0o755)
 	}
 	p := g.plan
+	skipped := map[string]bool{} // import paths
+	for _, t := range g.tests {
+		skipped[t.Pkg] = !first && modelPackage(t.Rel)
+	}
+	p.Steps = slices.DeleteFunc(slices.Clone(p.Steps), func(s plan.Step) bool { return skipped[s.Name] })
 	p.Modules = nil
 	for _, m := range k.Modules {
 		guestPath := "/lib/modules/" + filepath.Base(m)
@@ -650,6 +657,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel) error {
 		c.HostFile(benchGuestCBench, g.cbench, 0o755)
 	}
 	for _, t := range g.tests {
+		if skipped[t.Pkg] {
+			continue
+		}
 		c.HostFile(t.GuestPath(), t.Host, 0o755)
 		c.Dir(t.GuestDir(), 0o755)
 		if t.Data != "" {

@@ -34,7 +34,7 @@ func selftest(ctx context.Context, g *guest, k *kernel, dir string) error {
 		bad.plan.Steps = nil
 		c.setup(&bad)
 		initrd := filepath.Join(dir, fmt.Sprintf("selftest-%d.cpio", i))
-		if err := bad.writeInitramfs(initrd, k); err != nil {
+		if err := bad.writeInitramfs(initrd, k, true); err != nil {
 			return err
 		}
 		start := time.Now()
