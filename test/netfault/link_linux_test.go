@@ -1,11 +1,14 @@
 package netfault
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/netlink"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -126,23 +129,89 @@ func TestLinkDownLongerThanRetries(t *testing.T) {
 
 // Scenario 3: the link goes down in the middle of a stream for less than
 // the retry budget (a 268 ms ACK timeout, 6 retries: about 1.9 s), 500 ms.
-// No error at all: the stream stalls while the link is down, rxe's
-// retransmission timer resends, and every message arrives once, in
-// order, intact.
+// The link dies two ways: the path drops every packet (netem, already in
+// place, turned to 100 % loss both ways: a failure past the hosts' own
+// ports), or host B's end goes down and host A's loses its carrier.
+//
+// On 6.1 neither is an error: the stream stalls while the link is down,
+// rxe's timer resends, and every message arrives once, in order, intact.
+// On 6.12 a packet rxe cannot hand to the network at all (its send_err
+// counter) fails the QP at once, whatever the retry budget: every send
+// from the one that met the dead link on completes with WR_FLUSH_ERR, no
+// error status first, and no later one is delivered; each arrived message
+// arrived once, in order, intact, and both QPs connect again once the
+// link is back.
 func TestLinkDownShorterThanRetries(t *testing.T) {
 	requireTwoHosts(t)
-	a, b := openRC(t, hostA, 1<<16, 64), openRC(t, hostB, 1<<16, 64)
-	connectRC(t, a, b, 1, uverbs.ConnectOptions{Timeout: 16, RetryCnt: 6})
 	const down = 500 * time.Millisecond
-	s := stream{op: uverbs.WRSend, n: 400, slots: 16, max: 2048, hookAt: 100}
-	s.hook = func() { schedule(t, unplug(0, hostB), plug(down, hostB)) }
-	before := rxeCounters(t, "rxe0")
-	took := s.run(t, a, b)
-	_, moved := countersSince(t, "rxe0", before)
-	t.Logf("%d messages in %v with the link down for %v after message %d; %s", s.n, took.Round(time.Millisecond), down, s.hookAt, moved)
-	if took < down {
-		t.Errorf("the stream took %v, less than the %v the link was down: did it go down?", took, down)
+	clean, dead := netlink.Netem{}, netlink.Netem{Loss: 1}
+	for _, c := range []struct {
+		name  string
+		setup []fault // before the stream
+		cut   []fault // at message 100
+	}{
+		{"path", []fault{impair(0, hostA, clean), impair(0, hostB, clean)},
+			[]fault{impair(0, hostA, dead), impair(0, hostB, dead), impair(down, hostA, clean), impair(down, hostB, clean)}},
+		{"carrier", nil, []fault{unplug(0, hostB), plug(down, hostB)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := openRC(t, hostA, 1<<16, 64), openRC(t, hostB, 1<<16, 64)
+			opts := uverbs.ConnectOptions{Timeout: 16, RetryCnt: 6}
+			connectRC(t, a, b, 1, opts)
+			<-schedule(t, c.setup...)
+			s := stream{op: uverbs.WRSend, n: 400, slots: 16, max: 2048, hookAt: 100}
+			var cutDone <-chan struct{}
+			s.hook = func() { cutDone = schedule(t, c.cut...) }
+			before := rxeCounters(t, "rxe0")
+			took, errA, errB := s.try(a, b)
+			if cutDone != nil {
+				<-cutDone
+			}
+			_, moved := countersSince(t, "rxe0", before)
+			var fail *broken
+			var got *cut
+			switch {
+			case errA == nil && errB == nil:
+				t.Logf("no error: %d messages in %v with the link down for %v after message %d; %s", s.n, took.Round(time.Millisecond), down, s.hookAt, moved)
+				if took < down {
+					t.Errorf("the stream took %v, less than the %v the link was down: did it go down?", took, down)
+				}
+			case errors.As(errA, &fail) && errors.As(errB, &got):
+				t.Logf("host A's QP failed: %v; %v; %s", fail, got, moved)
+				if kernelBefore(t, 6, 12) {
+					t.Errorf("on this kernel the stream must survive %v of a dead link", down)
+				}
+				if fail.status != cq.WRFlushErr || got.got < fail.at {
+					t.Errorf("send %d failed with %q and %d messages arrived: want a flush, and every send that succeeded delivered", fail.at, fail.status, got.got)
+				}
+				if st := a.qpState(t); st != uverbs.QPErr {
+					t.Errorf("host A's QP is %v, want ERR", st)
+				}
+				connectRC(t, a, b, 5000, opts)
+				s := stream{op: uverbs.WRSend, n: 100, slots: 16, max: 2048}
+				s.run(t, a, b)
+				t.Logf("both QPs reset and connected again: %d messages", s.n)
+			default:
+				dumpNet(t)
+				t.Fatalf("host A: %v\nhost B: %v", errA, errB)
+			}
+		})
 	}
+}
+
+// kernelBefore reports whether the running kernel is older than
+// major.minor.
+func kernelBefore(t *testing.T, major, minor int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(string(b), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", b, err)
+	}
+	return ma < major || ma == major && mi < minor
 }
 
 // Scenario 7: receiver not ready. With an RNR retry count of 1, sends to

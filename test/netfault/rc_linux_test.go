@@ -70,15 +70,7 @@ func fill(k int, b []byte) {
 // returns how long the stream took.
 func (s stream) run(t *testing.T, a, b *rcEnd) time.Duration {
 	t.Helper()
-	// credit is how many messages B has checked; B has a receive posted
-	// for each of the slots after them. It starts at -slots: nothing is
-	// posted until B says so.
-	var credit atomic.Int64
-	credit.Store(-int64(s.slots))
-	start := time.Now()
-	deadline := start.Add(5*time.Minute + time.Duration(s.n)*time.Millisecond)
-	errA, errB := both(func() error { return s.send(a, b, &credit, deadline) }, func() error { return s.receive(b, &credit, deadline) })
-	took := time.Since(start)
+	took, errA, errB := s.try(a, b)
 	if errA != nil || errB != nil {
 		dumpNet(t)
 		t.Fatalf("%d %v messages of up to %d bytes:\nhost A: %v\nhost B: %v", s.n, s.op, s.max, errA, errB)
@@ -94,12 +86,52 @@ func (s stream) run(t *testing.T, a, b *rcEnd) time.Duration {
 	return took
 }
 
+// broken is how a stream ends at host A when its QP fails: the first
+// send that completed in error, and its status; every send after it
+// flushed, each once, in order.
+type broken struct {
+	at     int
+	status cq.Status
+}
+
+func (e *broken) Error() string {
+	return fmt.Sprintf("send %d completed with %q, and every later one flushed", e.at, e.status)
+}
+
+// cut is how a stream ends at host B when host A's QP failed: the
+// messages that arrived (each once, in order, intact) before nothing more
+// came.
+type cut struct{ got int }
+
+func (e *cut) Error() string { return fmt.Sprintf("host A failed after %d messages arrived", e.got) }
+
+// try runs the stream as run does and returns host A's and host B's
+// errors: a *broken and a *cut when A's QP failed and each side
+// checked what it saw.
+func (s stream) try(a, b *rcEnd) (took time.Duration, errA, errB error) {
+	// credit is how many messages B has checked; B has a receive posted
+	// for each of the slots after them. It starts at -slots: nothing is
+	// posted until B says so.
+	var credit atomic.Int64
+	credit.Store(-int64(s.slots))
+	var failed atomic.Bool // A's QP failed: B stops once nothing more comes
+	start := time.Now()
+	deadline := start.Add(5*time.Minute + time.Duration(s.n)*time.Millisecond)
+	errA, errB = both(func() error {
+		err := s.send(a, b, &credit, deadline)
+		failed.Store(err != nil)
+		return err
+	}, func() error { return s.receive(b, &credit, &failed, deadline) })
+	return time.Since(start), errA, errB
+}
+
 func (s stream) send(a, b *rcEnd, credit *atomic.Int64, deadline time.Time) error {
 	mem := a.buf.Bytes()
 	wcs := make([]cq.WC, 32)
 	posted, done := 0, 0
+	var fail *broken
 	for done < s.n {
-		for posted < s.n && posted-done < s.slots && int64(posted) < credit.Load()+int64(s.slots) {
+		for fail == nil && posted < s.n && posted-done < s.slots && int64(posted) < credit.Load()+int64(s.slots) {
 			if posted == s.hookAt && s.hook != nil {
 				s.hook()
 			}
@@ -123,10 +155,18 @@ func (s stream) send(a, b *rcEnd, credit *atomic.Int64, deadline time.Time) erro
 			return err
 		}
 		for _, wc := range wcs[:k] {
-			if wc.Status != cq.Success || wc.WRID != uint64(done) {
-				return fmt.Errorf("send completion %d of %d: wr_id %d, %v (vendor error %#x)", done, s.n, wc.WRID, wc.Status, wc.VendorErr)
+			switch {
+			case wc.WRID != uint64(done):
+				return fmt.Errorf("send completion %d of %d is wr_id %d, %q: out of order", done, s.n, wc.WRID, wc.Status)
+			case fail == nil && wc.Status != cq.Success:
+				fail = &broken{done, wc.Status}
+			case fail != nil && wc.Status != cq.WRFlushErr:
+				return fmt.Errorf("send %d after the QP failed at send %d: %q, want a flush", done, fail.at, wc.Status)
 			}
 			done++
+		}
+		if fail != nil && done == posted {
+			return fail
 		}
 		if k == 0 {
 			if time.Now().After(deadline) {
@@ -138,7 +178,7 @@ func (s stream) send(a, b *rcEnd, credit *atomic.Int64, deadline time.Time) erro
 	return nil
 }
 
-func (s stream) receive(b *rcEnd, credit *atomic.Int64, deadline time.Time) error {
+func (s stream) receive(b *rcEnd, credit *atomic.Int64, failed *atomic.Bool, deadline time.Time) error {
 	mem := b.buf.Bytes()
 	post := func(k int) error {
 		wr := uverbs.RecvWR{WRID: uint64(k)}
@@ -168,6 +208,7 @@ func (s stream) receive(b *rcEnd, credit *atomic.Int64, deadline time.Time) erro
 	}
 	want := make([]byte, s.max)
 	wcs := make([]cq.WC, 32)
+	var idle time.Time // since when nothing came, once A failed
 	for next := 0; next < s.n; {
 		k, err := b.rcq.Poll(wcs)
 		if err != nil {
@@ -198,12 +239,20 @@ func (s stream) receive(b *rcEnd, credit *atomic.Int64, deadline time.Time) erro
 			next++
 			credit.Store(int64(next))
 		}
-		if k == 0 {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%d of %d messages arrived by the deadline", next, s.n)
-			}
-			time.Sleep(100 * time.Microsecond)
+		if k > 0 {
+			idle = time.Time{}
+			continue
 		}
+		switch {
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d of %d messages arrived by the deadline", next, s.n)
+		case !failed.Load():
+		case idle.IsZero():
+			idle = time.Now()
+		case time.Since(idle) > 200*time.Millisecond:
+			return &cut{next}
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 	return nil
 }
