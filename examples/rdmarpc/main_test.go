@@ -17,7 +17,7 @@ import (
 //
 // Arguments up to 1 MiB (issue #40's size) move about 760 MiB in all and
 // take over a minute under QEMU's TCG in the 6.1/amd64 VM, so make test
-// sends arguments up to 256 KiB; GOVERBS_RDMARPC_MAX sets the largest, in
+// sends arguments up to 128 KiB; GOVERBS_RDMARPC_MAX sets the largest, in
 // bytes, for the full size:
 //
 //	go run ./test/vm -vms 6.1/amd64 -pkg ./examples/rdmarpc/ \
@@ -25,7 +25,7 @@ import (
 func TestRun(t *testing.T) {
 	testutil.RequireDevice(t, testutil.DevicePath)
 	testutil.RequireDevice(t, ucma.DevicePath)
-	maxArg := 256 << 10
+	maxArg := 128 << 10
 	if s := os.Getenv("GOVERBS_RDMARPC_MAX"); s != "" {
 		var err error
 		if maxArg, err = strconv.Atoi(s); err != nil || maxArg < 0 {

@@ -34,6 +34,16 @@ func (e *OpError) Error() string {
 
 func (e *OpError) Unwrap() error { return e.Err }
 
+// Timeout reports whether the cause is a timeout: a deadline or a
+// context's that ran out. It makes an *OpError a net.Error's Timeout as
+// the standard library's errors are, which matters where one is the
+// cause of a *net.OpError (rdmanet's Dial): net.OpError.Timeout asks its
+// cause directly, not through Unwrap.
+func (e *OpError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
 // UnsupportedFeatureError says that the running kernel lacks a feature and
 // which kernel has it. It matches ErrNotSupported.
 type UnsupportedFeatureError struct {

@@ -1,8 +1,10 @@
 package netfault
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -94,6 +96,14 @@ func netemDel(h host) error {
 // deletes the routes through a device that goes down), then waits for h's
 // rxe port to be active again.
 func linkUp(h host) error {
+	if err := linkUpRoute(h); err != nil {
+		return err
+	}
+	return portActive(h)
+}
+
+// linkUpRoute sets h's end up and adds back its route to the peer.
+func linkUpRoute(h host) error {
 	if err := netlink.LinkSetUp(h.netdev); err != nil {
 		return err
 	}
@@ -101,10 +111,18 @@ func linkUp(h host) error {
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return err
 	}
+	return nil
+}
+
+// portActive waits for h's rxe port to be active: 10 s at most. A port
+// is active once both ends of the pair are up (its netdev's carrier). A
+// device that is not there (a test deleted it, and makes it again) has no
+// port to wait for.
+func portActive(h host) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, err := os.ReadFile("/sys/class/infiniband/" + h.device + "/ports/1/state")
-		if err == nil && strings.Contains(string(b), "ACTIVE") {
+		if err == nil && strings.Contains(string(b), "ACTIVE") || errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -114,11 +132,15 @@ func linkUp(h host) error {
 	}
 }
 
-// heal undoes every fault: no netem, both ends up, both routes there.
+// heal undoes every fault: no netem, both ends up, both routes there,
+// both ports active (each waits for the other end to be up).
 func heal() error {
 	var errs []error
 	for _, h := range []host{hostA, hostB} {
-		errs = append(errs, netemDel(h), linkUp(h))
+		errs = append(errs, netemDel(h), linkUpRoute(h))
+	}
+	for _, h := range []host{hostA, hostB} {
+		errs = append(errs, portActive(h))
 	}
 	return errors.Join(errs...)
 }
@@ -164,7 +186,7 @@ func both(a, b func() error) (errA, errB error) {
 const roleEnv = "GOVERBS_NETFAULT_ROLE"
 
 // roles are the parts a host's own process can play, by name; each takes
-// the arguments startHost passed and writes what the test reads to stdout.
+// the arguments runHost passed and writes what the test reads to stdout.
 var roles = map[string]func(args []string) error{}
 
 func TestMain(m *testing.M) {
@@ -184,21 +206,115 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startHost starts this test binary again as a process playing role with
-// args: a host's program of its own, which the test can kill. The process
-// is killed when the test ends if it still runs.
-func startHost(t *testing.T, role string, args ...string) *exec.Cmd {
+// hostProc is a host's own process: this test binary again, playing a
+// role, which the test can kill. The test writes to its stdin and reads
+// its stdout line by line.
+type hostProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string // stdout but the lines tap took; closed at its end
+	mu    sync.Mutex
+	out   []string // every line, for failures
+	once  sync.Once
+	err   error // the exit, once wait has it
+}
+
+// runHost starts role with args in a process of its own, with files as
+// its fds 3 and on. tap, if not nil, sees each line first and keeps a
+// line it returns true for (a progress report) from expect. The test's
+// end heals the link, then kills the process if it still runs.
+func runHost(t *testing.T, role string, files []*os.File, tap func(line string) bool, args ...string) *hostProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), roleEnv+"="+role)
 	cmd.Stderr = os.Stderr
-	t.Cleanup(func() {
-		if cmd.Process != nil && cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+	cmd.ExtraFiles = files
+	p := &hostProc{cmd: cmd, lines: make(chan string, 64)}
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.lines)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			l := s.Text()
+			p.mu.Lock()
+			p.out = append(p.out, l)
+			p.mu.Unlock()
+			if tap == nil || !tap(l) {
+				p.lines <- l
+			}
 		}
+	}()
+	t.Cleanup(func() {
+		// The link heals first: a process killed while its host's link
+		// is down has its kernel CM send into the dead link, and on 6.1
+		// rxe then never takes part in a connection again.
+		heal()
+		p.kill()
 	})
-	return cmd
+	return p
+}
+
+// output is every line the process printed so far.
+func (p *hostProc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.out, "\n")
+}
+
+// expect returns the rest of the process's next line that starts with
+// prefix, failing the test if the process ends first or prints none
+// within limit.
+func (p *hostProc) expect(t *testing.T, prefix string, limit time.Duration) string {
+	t.Helper()
+	timeout := time.After(limit)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("the host's process ended before printing %q; its output:\n%s", prefix, p.output())
+			}
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				return rest
+			}
+		case <-timeout:
+			t.Fatalf("the host's process printed no %q in %v; its output:\n%s", prefix, limit, p.output())
+		}
+	}
+}
+
+// drain reads the process's output until it ends.
+func (p *hostProc) drain() {
+	for range p.lines {
+	}
+}
+
+// wait reads the rest of the output and waits for the process to exit.
+func (p *hostProc) wait() error {
+	p.once.Do(func() {
+		p.drain()
+		p.err = p.cmd.Wait()
+	})
+	return p.err
+}
+
+// kill sends the process SIGKILL, as the OOM killer or a crash would end
+// it: no Close, no fin; the kernel alone cleans up after it. It returns
+// once the process is gone and its output read.
+func (p *hostProc) kill() {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Kill()
+	}
+	p.wait()
 }
 
 // rcEnd is one host's side of an RC connection made by hand: the host's

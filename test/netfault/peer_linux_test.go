@@ -7,12 +7,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -214,102 +212,6 @@ func peerRecv(args []string) error {
 	}
 }
 
-// peerProc is host B's process, seen from the test.
-type peerProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string // its output but the RECV lines
-	recv  atomic.Int64
-	mu    sync.Mutex
-	out   []string // every line, for failures
-}
-
-// startPeerProc starts host B playing peer-recv with args, receiving into
-// slots.
-func startPeerProc(t *testing.T, slots *os.File, args ...string) *peerProc {
-	t.Helper()
-	p := &peerProc{cmd: startHost(t, "peer-recv", args...), lines: make(chan string, 16)}
-	p.cmd.ExtraFiles = []*os.File{slots}
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.lines)
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			l := s.Text()
-			p.mu.Lock()
-			p.out = append(p.out, l)
-			p.mu.Unlock()
-			if v, ok := strings.CutPrefix(l, "RECV "); ok {
-				n, _ := strconv.Atoi(v)
-				p.recv.Store(int64(n))
-				continue
-			}
-			p.lines <- l
-		}
-	}()
-	return p
-}
-
-func (p *peerProc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.out, "\n")
-}
-
-// expect returns B's next line but a RECV one, which must start with
-// prefix, within limit.
-func (p *peerProc) expect(t *testing.T, prefix string, limit time.Duration) string {
-	t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			t.Fatalf("%s ended before printing %q; its output:\n%s", hostB, prefix, p.output())
-		}
-		if !strings.HasPrefix(l, prefix) {
-			t.Fatalf("%s printed %q, want %q; its output:\n%s", hostB, l, prefix, p.output())
-		}
-		return l
-	case <-time.After(limit):
-		t.Fatalf("%s printed no %q in %v; its output:\n%s", hostB, prefix, limit, p.output())
-	}
-	return ""
-}
-
-// drain reads B's output until it ends.
-func (p *peerProc) drain() {
-	for range p.lines {
-	}
-}
-
-// waitRecv waits until B reports n messages received.
-func (p *peerProc) waitRecv(t *testing.T, n int64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for p.recv.Load() < n {
-		select {
-		case l, ok := <-p.lines:
-			if ok {
-				t.Fatalf("%s printed %q while receiving; its output:\n%s", hostB, l, p.output())
-			}
-			t.Fatalf("%s ended while receiving; its output:\n%s", hostB, p.output())
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s received %d messages in 30 s, want %d", hostB, p.recv.Load(), n)
-		}
-	}
-}
-
 // peerSurvivor is host A: an RC QP on rxe0 whose send CQ reports on a
 // completion channel, and a buffer of a slot for each send in flight.
 type peerSurvivor struct {
@@ -473,7 +375,8 @@ func (s *peerSurvivor) stream(ctx context.Context) (r peerStream) {
 // peerCase is one test's setup: B started and connected, A streaming.
 type peerCase struct {
 	a         *peerSurvivor
-	b         *peerProc
+	b         *hostProc
+	recv      atomic.Int64 // the messages B reported received
 	slots     *os.File
 	fds       int               // the test process's fds before A opened rxe0
 	counts    map[string]uint64 // rxe0's resources before A opened it
@@ -495,9 +398,16 @@ func startPeerCase(t *testing.T, args ...string) *peerCase {
 	if err := pc.slots.Truncate(peerSlots * peerMsgSize); err != nil {
 		t.Fatal(err)
 	}
-	pc.b = startPeerProc(t, pc.slots, args...)
+	pc.b = runHost(t, "peer-recv", []*os.File{pc.slots}, func(l string) bool {
+		v, ok := strings.CutPrefix(l, "RECV ")
+		if ok {
+			n, _ := strconv.Atoi(v)
+			pc.recv.Store(int64(n))
+		}
+		return ok
+	}, args...)
 	var eb uverbs.Endpoint
-	if err := eb.UnmarshalText([]byte(strings.TrimPrefix(pc.b.expect(t, "ENDPOINT ", 30*time.Second), "ENDPOINT "))); err != nil {
+	if err := eb.UnmarshalText([]byte(pc.b.expect(t, "ENDPOINT ", 30*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 
@@ -522,8 +432,20 @@ func startPeerCase(t *testing.T, args ...string) *peerCase {
 	pc.startedAt = time.Now()
 	go func() { pc.done <- pc.a.stream(ctx) }()
 	t.Cleanup(func() { cancel(); <-pc.done }) // the survivor's objects outlive the stream
-	pc.b.waitRecv(t, peerKillAfter)
+	pc.waitRecv(t, peerKillAfter)
 	return pc
+}
+
+// waitRecv waits until B reports n messages received.
+func (pc *peerCase) waitRecv(t *testing.T, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for pc.recv.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s received %d messages in 30 s, want %d; its output:\n%s", hostB, pc.recv.Load(), n, pc.b.output())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // await waits for the stream to end, at most the retry budget and the
@@ -657,7 +579,7 @@ func (pc *peerCase) checkSurvivor(t *testing.T, r peerStream, lost time.Time) {
 			break
 		}
 	}
-	reported := int(pc.b.recv.Load())
+	reported := int(pc.recv.Load())
 	t.Logf("%s: %d sends succeeded; %s holds messages 0 to %d in order (its receiver had taken %d from its CQ), %d of them not acknowledged to %s",
 		hostA, succeeded, hostB, held-1, reported, held-succeeded, hostA)
 	if held < succeeded {
@@ -725,12 +647,12 @@ func TestPeerKilled(t *testing.T) {
 	if err := pc.b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s killed %v into the stream, having reported %d messages", hostB, killed.Sub(pc.startedAt).Round(time.Millisecond), pc.b.recv.Load())
+	t.Logf("%s killed %v into the stream, having reported %d messages", hostB, killed.Sub(pc.startedAt).Round(time.Millisecond), pc.recv.Load())
 	r := pc.await(t, killed)
 	pc.b.drain() // all it printed is in
 	pc.checkSurvivor(t, r, killed)
 	pc.checkReleased(t) // before Wait closes the pipes to B: the fds are counted with them
-	err := pc.b.cmd.Wait()
+	err := pc.b.wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Errorf("%s: %v, want killed by SIGKILL; its output:\n%s", hostB, err, pc.b.output())
@@ -762,12 +684,12 @@ func TestPeerDeviceDeleted(t *testing.T) {
 	t.Cleanup(func() { peerRestoreB(t, deleting, delDone) }) // after B's process is gone
 	pc := startPeerCase(t, "watch")
 
-	before := pc.b.recv.Load()
+	before := pc.recv.Load()
 	deleted := time.Now()
 	deleting = true
 	go func() { delDone <- netlink.RDMALinkDel(hostB.device) }()
 	gone := pc.b.expect(t, "GONE ", 10*time.Second)
-	t.Logf("%s: %q %v after the deletion began (%d messages when it began)", hostB, gone, time.Since(deleted).Round(time.Millisecond), before)
+	t.Logf("%s: GONE %s %v after the deletion began (%d messages when it began)", hostB, gone, time.Since(deleted).Round(time.Millisecond), before)
 	devs, err := netlink.RDMADevices()
 	if err != nil {
 		t.Fatal(err)
@@ -804,7 +726,7 @@ func TestPeerDeviceDeleted(t *testing.T) {
 		}
 		closed := pc.b.expect(t, "CLOSED ", 10*time.Second)
 		lost = time.Now()
-		if closed != "CLOSED <nil>" {
+		if closed != "<nil>" {
 			t.Errorf("%s closing its device during the deletion: %q", hostB, closed)
 		}
 		select {
@@ -825,8 +747,7 @@ func TestPeerDeviceDeleted(t *testing.T) {
 
 	// B outlived its device, and ends when told.
 	pc.b.stdin.Close()
-	pc.b.drain()
-	err = pc.b.cmd.Wait()
+	err = pc.b.wait()
 	if out := pc.b.output(); !disassociated && (err != nil || !strings.HasSuffix(out, "ROLE OK")) {
 		t.Errorf("%s: %v; its output ends:\n%s", hostB, err, peerTail(out, 5))
 	}
