@@ -311,11 +311,11 @@ func TestStreamsThroughFaults(t *testing.T) {
 		msgs  int
 	}{
 		{"loss1%", netlink.Netem{Loss: 0.01}, 1000},
-		{"loss5%", netlink.Netem{Loss: 0.05}, 1000},
-		{"loss20%", netlink.Netem{Loss: 0.20}, 200},
+		{"loss5%", netlink.Netem{Loss: 0.05}, 500},
+		{"loss20%", netlink.Netem{Loss: 0.20}, 100},
 		{"duplicate1%", netlink.Netem{Duplicate: 0.01}, 1000},
-		{"reorder25%", netlink.Netem{Delay: 2 * time.Millisecond, Reorder: 0.25}, 300},
-		{"delay10ms±5ms", netlink.Netem{Delay: 10 * time.Millisecond, Jitter: 5 * time.Millisecond}, 100},
+		{"reorder25%", netlink.Netem{Delay: 2 * time.Millisecond, Reorder: 0.25}, 150},
+		{"delay10ms±5ms", netlink.Netem{Delay: 10 * time.Millisecond, Jitter: 5 * time.Millisecond}, 50},
 	} {
 		n := streamMsgs(t, c.msgs)
 		for _, op := range []uverbs.WROpcode{uverbs.WRSend, uverbs.WRRDMAWriteWithImm} {

@@ -106,7 +106,8 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 // root) tests the mlx5 provider on its in-process device model. Such a
 // package never opens the kernel's devices, so the kernel under it does
 // not matter: the VM suite runs it on the first kernel of each
-// architecture only (for arm64 the VM is the one place its code runs),
+// architecture the host does not run natively (for arm64 the VM is the
+// one place its code runs; make unit and make model run it on the host),
 // and not under -race, since make model runs it with the race detector on
 // the host.
 func modelPackage(rel string) bool {

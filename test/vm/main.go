@@ -614,7 +614,8 @@ func orNone(s string) string {
 
 // writeInitramfs writes the initramfs for kernel k.
 // writeInitramfs writes the guest for kernel k; the packages that never
-// touch the kernel (modelPackage) go only into the first kernel's.
+// touch the kernel (modelPackage) go only into the first kernel's, and
+// not at all where the host runs them natively (make unit, make model).
 func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	f, err := os.Create(dst)
 	if err != nil {
@@ -632,7 +633,7 @@ func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	p := g.plan
 	skipped := map[string]bool{} // import paths
 	for _, t := range g.tests {
-		skipped[t.Pkg] = !first && modelPackage(t.Rel)
+		skipped[t.Pkg] = modelPackage(t.Rel) && (!first || g.arch == runtime.GOARCH)
 	}
 	p.Steps = slices.DeleteFunc(slices.Clone(p.Steps), func(s plan.Step) bool { return skipped[s.Name] })
 	p.Modules = nil
