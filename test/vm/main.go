@@ -615,7 +615,8 @@ func orNone(s string) string {
 // writeInitramfs writes the initramfs for kernel k.
 // writeInitramfs writes the guest for kernel k; the packages that never
 // touch the kernel (modelPackage) go only into the first kernel's, and
-// not at all where the host runs them natively (make unit, make model).
+// not at all where the host runs them natively (make unit, make model),
+// unless -pkg names packages.
 func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	f, err := os.Create(dst)
 	if err != nil {
@@ -633,7 +634,7 @@ func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	p := g.plan
 	skipped := map[string]bool{} // import paths
 	for _, t := range g.tests {
-		skipped[t.Pkg] = modelPackage(t.Rel) && (!first || g.arch == runtime.GOARCH)
+		skipped[t.Pkg] = *flagPkg == "./..." && modelPackage(t.Rel) && (!first || g.arch == runtime.GOARCH)
 	}
 	p.Steps = slices.DeleteFunc(slices.Clone(p.Steps), func(s plan.Step) bool { return skipped[s.Name] })
 	p.Modules = nil
