@@ -72,22 +72,9 @@ func (s byteSize) String() string {
 }
 
 func (s *byteSize) Set(v string) error {
-	shift := 0
-	for _, u := range []struct {
-		name  string
-		shift int
-	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}} {
-		if n, ok := strings.CutSuffix(v, u.name); ok {
-			v, shift = n, u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 || n > 1<<(62-shift) {
-		return fmt.Errorf("size %q: want a positive number of bytes, KiB, MiB or GiB", v)
-	}
-	*s = byteSize(n << shift)
-	return nil
+	n, err := testutil.ParseSize(v)
+	*s = byteSize(n)
+	return err
 }
 
 // sizeFlag defines a size flag whose default the environment variable
@@ -250,37 +237,6 @@ func (res readResult) check(total int64, sent [32]byte) error {
 	return nil
 }
 
-// watchdog fails t and calls stop (which should unblock the stream) if
-// progress stays put for limit: a stream that hangs fails in a minute,
-// not when the test binary times out. The returned func ends it.
-func watchdog(t *testing.T, what string, progress *atomic.Int64, limit time.Duration, stop func()) func() {
-	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		last, at := progress.Load(), time.Now()
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			if p := progress.Load(); p != last {
-				last, at = p, time.Now()
-				continue
-			}
-			if time.Since(at) >= limit {
-				t.Errorf("%s: no progress for %v, stuck at %d bytes; goroutines:\n%s", what, limit, last, goroutines())
-				stop()
-				return
-			}
-		}
-	}()
-	return func() { close(done); <-ended }
-}
-
 // goroutines is the stacks of every goroutine.
 func goroutines() string {
 	var b strings.Builder
@@ -307,7 +263,7 @@ func TestStreamLong(t *testing.T) {
 	defer cli.Close()
 	defer srv.Close()
 	var progress atomic.Int64
-	stop := watchdog(t, "stream", &progress, time.Minute, func() { cli.Close(); srv.Close() })
+	stop := testutil.Watchdog(t, "stream", &progress, time.Minute, func() { cli.Close(); srv.Close() })
 	defer stop()
 	start := time.Now()
 	var sent [32]byte
@@ -362,7 +318,7 @@ func TestStream64(t *testing.T) {
 	}
 	setup := time.Since(start)
 	var progress atomic.Int64
-	stop := watchdog(t, "64 streams", &progress, time.Minute, func() {
+	stop := testutil.Watchdog(t, "64 streams", &progress, time.Minute, func() {
 		for _, c := range all {
 			c.Close()
 		}

@@ -806,33 +806,15 @@ func peerRestoreB(t *testing.T, deleting bool, delDone chan error) {
 	t.Errorf("%s not ready 20 s after making it again: %v", hostB.device, last)
 }
 
-// peerDeviceReady says why h's device is not yet usable, or nil.
+// peerDeviceReady says why h's device is not yet usable, or nil: it is
+// ready (rdmatest.DeviceReady) with h's address as its GID 1.
 func peerDeviceReady(h host) error {
-	d, err := uverbs.DeviceByName(h.device)
+	g, err := rdmatest.DeviceReady(h.device)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(d.Path); err != nil {
-		return err
-	}
-	c, err := d.Open()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	p, err := c.QueryPort(1)
-	if err != nil {
-		return err
-	}
-	if p.State != uverbs.PortActive {
-		return fmt.Errorf("port 1 is %v", p.State)
-	}
-	g, err := c.QueryGID(1, 1)
-	if err != nil {
-		return err
-	}
-	if want := uverbs.GID(h.addr.As16()); g.GID != want {
-		return fmt.Errorf("GID 1 is %v, want %v", g.GID, want)
+	if want := uverbs.GID(h.addr.As16()); g != want {
+		return fmt.Errorf("GID 1 is %v, want %v", g, want)
 	}
 	return nil
 }

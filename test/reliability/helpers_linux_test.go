@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -165,31 +164,14 @@ func restoreRXE(t *testing.T) {
 	t.Errorf("rxe0 not ready 20 s after re-creating it: %v", last)
 }
 
-// rxeReady says why rxe0 is not yet usable, or nil.
+// rxeReady says why rxe0 is not yet usable, or nil: its char device is
+// the one the other tests use, and rdmatest.DeviceReady.
 func rxeReady() error {
 	if _, err := os.Stat(testutil.DevicePath); err != nil {
 		return err
 	}
-	c, err := uverbs.Open("rxe0")
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	p, err := c.QueryPort(1)
-	if err != nil {
-		return err
-	}
-	if p.State != uverbs.PortActive {
-		return fmt.Errorf("port 1 is %v", p.State)
-	}
-	b, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/gids/1")
-	if err != nil {
-		return err
-	}
-	if a, err := netip.ParseAddr(strings.TrimSpace(string(b))); err != nil || a.IsUnspecified() {
-		return fmt.Errorf("GID index 1 is %q", strings.TrimSpace(string(b)))
-	}
-	return nil
+	_, err := rdmatest.DeviceReady("rxe0")
+	return err
 }
 
 // waitUntil polls cond every millisecond or so until it holds or limit

@@ -1,6 +1,7 @@
 package rdmatest
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"strconv"
@@ -45,6 +46,32 @@ func GID(tb testing.TB, i int) uverbs.GID {
 		tb.Fatalf("GID %d: %v", i, err)
 	}
 	return uverbs.GID(a.As16())
+}
+
+// DeviceReady says why the RDMA device name, made (again) a moment ago,
+// is not yet usable, or returns its GID at index 1 (its IPv4 address's on
+// rxe): it opens, port 1 is active, and that GID is set.
+func DeviceReady(name string) (uverbs.GID, error) {
+	c, err := uverbs.Open(name)
+	if err != nil {
+		return uverbs.GID{}, err
+	}
+	defer c.Close()
+	p, err := c.QueryPort(1)
+	if err != nil {
+		return uverbs.GID{}, err
+	}
+	if p.State != uverbs.PortActive {
+		return uverbs.GID{}, fmt.Errorf("port 1 is %v", p.State)
+	}
+	g, err := c.QueryGID(1, 1)
+	if err != nil {
+		return uverbs.GID{}, err
+	}
+	if g.GID == (uverbs.GID{}) {
+		return uverbs.GID{}, fmt.Errorf("GID index 1 is not set")
+	}
+	return g.GID, nil
 }
 
 // Modify moves qp to a state and checks that it got there.
