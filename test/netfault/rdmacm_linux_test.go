@@ -116,6 +116,7 @@ func TestCMDialBlackHole(t *testing.T) {
 			t.Errorf("fd leak: %d fds open before the test, %d after", fds0, n)
 		}
 	}()
+	served := make(chan struct{}, 4) // a connection the listener accepted is closed
 	accepted.Add(1)
 	go func() {
 		defer accepted.Done()
@@ -129,6 +130,7 @@ func TestCMDialBlackHole(t *testing.T) {
 				defer accepted.Done()
 				<-c.Disconnected()
 				c.Close()
+				served <- struct{}{}
 			}()
 		}
 	}()
@@ -149,6 +151,11 @@ func TestCMDialBlackHole(t *testing.T) {
 		t.Fatalf("Dial %s on a clean link: %v", addr, err)
 	} else {
 		t.Logf("Dial %s on a clean link: %v", addr, took.Round(time.Millisecond))
+	}
+	select { // the listener's end closes at the DREQ, after the dialer's Close returns
+	case <-served:
+	case <-time.After(cmWait):
+		t.Fatal("the listener's end of the first connection did not close")
 	}
 	fds := testutil.OpenFDs(t)
 
