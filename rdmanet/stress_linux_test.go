@@ -1,7 +1,6 @@
 package rdmanet_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -14,7 +13,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -363,32 +361,27 @@ func TestStream64(t *testing.T) {
 		mbps(2*conns*total, took))
 }
 
-// peerEnv names the role of TestHelperPeer's process: "listen", or
-// "dial=ADDR"; peerModeEnv what it does once connected: "stream" (read
-// everything and write without end) or "idle" (nothing).
-const (
-	peerEnv     = "GOVERBS_RDMANET_PEER"
-	peerModeEnv = "GOVERBS_RDMANET_PEER_MODE"
-)
+// roles are what this test binary plays in a process of its own
+// (testutil.StartRole): "peer" is the peer TestPeerKilled kills and
+// TestIdleConnectionMemory's many connections' client.
+var roles = testutil.Roles{"peer": peerRole}
 
-// TestHelperPeer is not a test: TestPeerKilled runs this test binary
-// again as the peer it kills, with peerEnv set. It connects (listening,
-// it prints "ADDR a.b.c.d:port" first), prints "CONNECTED", and streams
-// or idles, as peerModeEnv says, until it is killed.
-func TestHelperPeer(t *testing.T) {
-	role := os.Getenv(peerEnv)
-	if role == "" {
-		return // only as TestPeerKilled's child
+func TestMain(m *testing.M) { roles.Main(m) }
+
+// peerRole's args are its role, "listen" or "dial=ADDR", and what it does
+// once connected: "stream" (read everything and write without end),
+// "idle" (nothing) or "idle=N" (dial N connections, idle). It connects
+// (listening, it prints "ADDR a.b.c.d:port" first), prints "CONNECTED",
+// and streams or idles until it is killed.
+func peerRole(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("peer: want a role and a mode, have %q", args)
 	}
 	time.AfterFunc(2*time.Minute, func() { // never outlive a parent that died
 		fmt.Println("PEER TIMEOUT")
 		os.Exit(3)
 	})
-	if err := runPeer(role, os.Getenv(peerModeEnv)); err != nil {
-		fmt.Printf("PEER FAIL: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	return runPeer(args[0], args[1])
 }
 
 func runPeer(role, mode string) error {
@@ -460,64 +453,10 @@ func dialIdle(addr, n string) error {
 	select {}
 }
 
-// peer is TestHelperPeer's process, as its parent sees it.
-type peer struct {
-	cmd   *exec.Cmd
-	lines chan string // its stdout, closed at its end
-	out   []string    // the lines seen so far
-}
-
-func startPeer(t *testing.T, role, mode string) *peer {
+// startPeer starts peerRole in a process of its own.
+func startPeer(t *testing.T, role, mode string) *testutil.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPeer$", "-test.count=1")
-	cmd.Env = append(os.Environ(), peerEnv+"="+role, peerModeEnv+"="+mode)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &peer{cmd: cmd, lines: make(chan string, 16)}
-	go func() {
-		defer close(p.lines)
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			p.lines <- s.Text()
-		}
-	}()
-	return p
-}
-
-// expect returns the rest of the peer's first line that starts with
-// prefix, failing the test if it ends first or prints none in a minute.
-func (p *peer) expect(t *testing.T, prefix string) string {
-	t.Helper()
-	timeout := time.After(time.Minute)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("the peer ended before printing %q; its output:\n%s", prefix, strings.Join(p.out, "\n"))
-			}
-			p.out = append(p.out, l)
-			if rest, ok := strings.CutPrefix(l, prefix); ok {
-				return rest
-			}
-		case <-timeout:
-			t.Fatalf("the peer printed no %q in a minute; its output:\n%s", prefix, strings.Join(p.out, "\n"))
-		}
-	}
-}
-
-// kill kills the peer if it still runs and waits for its end.
-func (p *peer) kill() error {
-	p.cmd.Process.Kill()
-	for l := range p.lines {
-		p.out = append(p.out, l)
-	}
-	return p.cmd.Wait()
+	return testutil.StartRole(t, "peer", nil, role, mode)
 }
 
 // A peer process killed (SIGKILL) while connected: the survivor's Read
@@ -555,7 +494,7 @@ func testPeerKilled(t *testing.T, server bool, mode string) {
 
 	var c net.Conn
 	var l net.Listener
-	var p *peer
+	var p *testutil.Proc
 	if server {
 		var err error
 		l, err = (&rdmanet.ListenConfig{}).Listen(t.Context(), "rdma", netip.AddrPortFrom(rxeIP, 0).String())
@@ -564,7 +503,7 @@ func testPeerKilled(t *testing.T, server bool, mode string) {
 		}
 		defer l.Close()
 		p = startPeer(t, "dial="+l.Addr().String(), peerMode)
-		defer p.kill()
+		defer p.Kill()
 		acc := make(chan error, 1)
 		go func() {
 			var err error
@@ -583,15 +522,15 @@ func testPeerKilled(t *testing.T, server bool, mode string) {
 		}
 	} else {
 		p = startPeer(t, "listen", peerMode)
-		defer p.kill()
-		addr := p.expect(t, "ADDR ")
+		defer p.Kill()
+		addr := p.Expect(t, "ADDR ", time.Minute)
 		var err error
 		if c, err = (&rdmanet.Dialer{Timeout: 30 * time.Second}).DialContext(t.Context(), "rdma", addr); err != nil {
 			t.Fatal(err)
 		}
 	}
 	defer c.Close()
-	p.expect(t, "CONNECTED")
+	p.Expect(t, "CONNECTED", time.Minute)
 	during := rdmatest.RXECounts(t)
 
 	var read, wrote atomic.Int64
@@ -661,7 +600,7 @@ func testPeerKilled(t *testing.T, server bool, mode string) {
 		}
 	}
 	killed := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	atKill := [2]int64{read.Load(), wrote.Load()}
@@ -708,8 +647,8 @@ func testPeerKilled(t *testing.T, server bool, mode string) {
 	}
 	t.Logf("%d bytes in and %d out before the kill, %d and %d after it", atKill[0], atKill[1],
 		read.Load()-atKill[0], wrote.Load()-atKill[1])
-	if err := p.kill(); err == nil {
-		t.Errorf("the peer survived SIGKILL; its output:\n%s", strings.Join(p.out, "\n"))
+	if err := p.Kill(); err == nil {
+		t.Errorf("the peer survived SIGKILL; its output:\n%s", p.Output())
 	}
 	closeStart := time.Now()
 	if err := c.Close(); err != nil {
@@ -800,7 +739,7 @@ func procStatus(t *testing.T, field string) int64 {
 }
 
 // A server's idle connections, with the default Config, their clients
-// in another process (TestHelperPeer): each registers 192 KiB, which the
+// in another process (peerRole): each registers 192 KiB, which the
 // kernel pins (VmPin grows by exactly that), and the server's resident
 // memory grows by less than 300 KiB a connection (the bound: 300
 // MiB for 1,000). The log says what each costs: RSS, VmPin, the Go heap,
@@ -823,7 +762,7 @@ func TestIdleServerMemory(t *testing.T) {
 
 	start := time.Now()
 	p := startPeer(t, "dial="+l.Addr().String(), fmt.Sprintf("idle=%d", conns))
-	defer p.kill()
+	defer p.Kill()
 	var all []net.Conn
 	defer func() {
 		for _, c := range all {
@@ -837,7 +776,7 @@ func TestIdleServerMemory(t *testing.T) {
 		}
 		all = append(all, c)
 	}
-	p.expect(t, "CONNECTED")
+	p.Expect(t, "CONNECTED", time.Minute)
 	setup := time.Since(start)
 	time.Sleep(time.Second) // idle
 	m1 := measureMem(t)

@@ -1,15 +1,13 @@
 package transport
 
 import (
-	"errors"
-	"os"
-	"os/exec"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/testutil"
 )
 
 // WriteShort (rxe's send doorbell) may spend a while in the kernel: on 6.1
@@ -19,42 +17,32 @@ import (
 // (a full pipe) until another goroutine of the same process drains it:
 // through RawSyscall that goroutine never runs, and the child hangs.
 func TestWriteShortReleasesP(t *testing.T) {
-	if os.Getenv("GOVERBS_WRITESHORT_CHILD") == "1" {
-		writeShortChild()
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWriteShortReleasesP$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "GOVERBS_WRITESHORT_CHILD=1")
+	p := testutil.StartRole(t, "writeshort", nil)
 	out := make(chan error, 1)
-	var buf []byte
-	go func() {
-		var err error
-		buf, err = cmd.CombinedOutput()
-		out <- err
-	}()
+	go func() { out <- p.Wait() }()
 	select {
 	case err := <-out:
-		if errors.Is(err, syscall.ENOEXEC) {
-			// Under qemu-user (make unit32, bigendian) the binary is a
-			// foreign one the kernel cannot start again; the host's own
-			// run and the VMs test it.
-			t.Skipf("cannot run this test binary again here: %v", err)
-		}
 		if err != nil {
-			t.Fatalf("child: %v\n%s", err, buf)
+			t.Fatalf("child: %v\n%s", err, p.Output())
 		}
 	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-out
+		p.Kill()
 		t.Fatal("a WriteShort blocked in the kernel kept the only P: no other goroutine ran for 10s (RawSyscall?)")
 	}
 }
 
-func writeShortChild() {
+var roles = testutil.Roles{"writeshort": func([]string) error { return writeShortChild() }}
+
+func TestMain(m *testing.M) { roles.Main(m) }
+
+// writeShortChild is the test's process: GOMAXPROCS 1, a WriteShort
+// blocked in the kernel on a full pipe, and this goroutine draining the
+// pipe, which it can do only if the writer gave up the P.
+func writeShortChild() error {
 	runtime.GOMAXPROCS(1)
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		panic(err)
+		return err
 	}
 	chunk := make([]byte, 4096)
 	for { // fill the pipe
@@ -63,19 +51,16 @@ func writeShortChild() {
 		}
 	}
 	if err := unix.SetNonblock(p[1], false); err != nil {
-		panic(err)
+		return err
 	}
 	c := NewConn(p[1], 0)
 	done := make(chan error)
 	go func() { done <- c.WriteShort(chunk[:64]) }()
 	time.Sleep(100 * time.Millisecond) // the writer blocks in the kernel meanwhile
-	// Drain: this runs only if the blocked writer gave up the P.
 	for {
 		if _, err := unix.Read(p[0], chunk); err != nil {
 			break
 		}
 	}
-	if err := <-done; err != nil {
-		panic(err)
-	}
+	return <-done
 }

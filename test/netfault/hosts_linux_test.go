@@ -1,13 +1,10 @@
 package netfault
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/netlink"
+	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -181,140 +179,26 @@ func both(a, b func() error) (errA, errB error) {
 	return errA, errB
 }
 
-// roleEnv names the part a child process plays: TestMain runs it instead
-// of the tests.
-const roleEnv = "GOVERBS_NETFAULT_ROLE"
-
 // roles are the parts a host's own process can play, by name; each takes
 // the arguments runHost passed and writes what the test reads to stdout.
-var roles = map[string]func(args []string) error{}
+var roles = testutil.Roles{}
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		fn, ok := roles[role]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "netfault: unknown role %q\n", role)
-			os.Exit(2)
-		}
-		if err := fn(os.Args[1:]); err != nil {
-			fmt.Printf("ROLE FAIL: %v\n", err)
-			os.Exit(1)
-		}
-		fmt.Println("ROLE OK")
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { roles.Main(m) }
 
-// hostProc is a host's own process: this test binary again, playing a
-// role, which the test can kill. The test writes to its stdin and reads
-// its stdout line by line.
-type hostProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string // stdout but the lines tap took; closed at its end
-	mu    sync.Mutex
-	out   []string // every line, for failures
-	once  sync.Once
-	err   error // the exit, once wait has it
-}
-
-// runHost starts role with args in a process of its own, with files as
-// its fds 3 and on. tap, if not nil, sees each line first and keeps a
-// line it returns true for (a progress report) from expect. The test's
-// end heals the link, then kills the process if it still runs.
-func runHost(t *testing.T, role string, files []*os.File, tap func(line string) bool, args ...string) *hostProc {
+// runHost starts role with args in a process of its own (this test
+// binary again), with files as its fds 3 and on. tap, if not nil, sees
+// each line first and keeps a line it returns true for (a progress
+// report) from Expect. The test's end heals the link, then kills the
+// process if it still runs.
+func runHost(t *testing.T, role string, files []*os.File, tap func(line string) bool, args ...string) *testutil.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role)
-	cmd.Stderr = os.Stderr
-	cmd.ExtraFiles = files
-	p := &hostProc{cmd: cmd, lines: make(chan string, 64)}
-	var err error
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.lines)
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			l := s.Text()
-			p.mu.Lock()
-			p.out = append(p.out, l)
-			p.mu.Unlock()
-			if tap == nil || !tap(l) {
-				p.lines <- l
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		// The link heals first: a process killed while its host's link
-		// is down has its kernel CM send into the dead link, and on 6.1
-		// rxe then never takes part in a connection again.
-		heal()
-		p.kill()
-	})
+	p := testutil.StartRole(t, role, &testutil.ProcOptions{Files: files, Tap: tap}, args...)
+	// Cleanups run last first: this one before StartRole's kill. A
+	// process killed while its host's link is down has its kernel CM send
+	// into the dead link, and on 6.1 rxe then never takes part in a
+	// connection again.
+	t.Cleanup(func() { heal() })
 	return p
-}
-
-// output is every line the process printed so far.
-func (p *hostProc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.out, "\n")
-}
-
-// expect returns the rest of the process's next line that starts with
-// prefix, failing the test if the process ends first or prints none
-// within limit.
-func (p *hostProc) expect(t *testing.T, prefix string, limit time.Duration) string {
-	t.Helper()
-	timeout := time.After(limit)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("the host's process ended before printing %q; its output:\n%s", prefix, p.output())
-			}
-			if rest, ok := strings.CutPrefix(l, prefix); ok {
-				return rest
-			}
-		case <-timeout:
-			t.Fatalf("the host's process printed no %q in %v; its output:\n%s", prefix, limit, p.output())
-		}
-	}
-}
-
-// drain reads the process's output until it ends.
-func (p *hostProc) drain() {
-	for range p.lines {
-	}
-}
-
-// wait reads the rest of the output and waits for the process to exit.
-func (p *hostProc) wait() error {
-	p.once.Do(func() {
-		p.drain()
-		p.err = p.cmd.Wait()
-	})
-	return p.err
-}
-
-// kill sends the process SIGKILL, as the OOM killer or a crash would end
-// it: no Close, no fin; the kernel alone cleans up after it. It returns
-// once the process is gone and its output read.
-func (p *hostProc) kill() {
-	if p.cmd.ProcessState == nil {
-		p.cmd.Process.Kill()
-	}
-	p.wait()
 }
 
 // rcEnd is one host's side of an RC connection made by hand: the host's

@@ -375,7 +375,7 @@ func (s *peerSurvivor) stream(ctx context.Context) (r peerStream) {
 // peerCase is one test's setup: B started and connected, A streaming.
 type peerCase struct {
 	a         *peerSurvivor
-	b         *hostProc
+	b         *testutil.Proc
 	recv      atomic.Int64 // the messages B reported received
 	slots     *os.File
 	fds       int               // the test process's fds before A opened rxe0
@@ -407,7 +407,7 @@ func startPeerCase(t *testing.T, args ...string) *peerCase {
 		return ok
 	}, args...)
 	var eb uverbs.Endpoint
-	if err := eb.UnmarshalText([]byte(pc.b.expect(t, "ENDPOINT ", 30*time.Second))); err != nil {
+	if err := eb.UnmarshalText([]byte(pc.b.Expect(t, "ENDPOINT ", 30*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 
@@ -420,10 +420,10 @@ func startPeerCase(t *testing.T, args ...string) *peerCase {
 	if err := pc.a.e.qp.ConnectRC(ea, eb, &opts); err != nil {
 		t.Fatalf("%s: %v", hostA, err)
 	}
-	if _, err := fmt.Fprintf(pc.b.stdin, "ENDPOINT %s\n", ea); err != nil {
+	if _, err := fmt.Fprintf(pc.b.Stdin(), "ENDPOINT %s\n", ea); err != nil {
 		t.Fatal(err)
 	}
-	pc.b.expect(t, "READY", 30*time.Second)
+	pc.b.Expect(t, "READY", 30*time.Second)
 	t.Logf("connected: %s QPN %#x, %s QPN %#x; retry budget %v (timeout %d, retry count %d)",
 		hostA, ea.QPN, hostB, eb.QPN, peerRetryBudget(peerOpts), peerOpts.Timeout, peerOpts.RetryCnt)
 
@@ -442,7 +442,7 @@ func (pc *peerCase) waitRecv(t *testing.T, n int64) {
 	deadline := time.Now().Add(30 * time.Second)
 	for pc.recv.Load() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s received %d messages in 30 s, want %d; its output:\n%s", hostB, pc.recv.Load(), n, pc.b.output())
+			t.Fatalf("%s received %d messages in 30 s, want %d; its output:\n%s", hostB, pc.recv.Load(), n, pc.b.Output())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -644,18 +644,18 @@ func TestPeerKilled(t *testing.T) {
 	requireTwoHosts(t)
 	pc := startPeerCase(t)
 	killed := time.Now()
-	if err := pc.b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := pc.b.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s killed %v into the stream, having reported %d messages", hostB, killed.Sub(pc.startedAt).Round(time.Millisecond), pc.recv.Load())
 	r := pc.await(t, killed)
-	pc.b.drain() // all it printed is in
+	pc.b.Drain() // all it printed is in
 	pc.checkSurvivor(t, r, killed)
 	pc.checkReleased(t) // before Wait closes the pipes to B: the fds are counted with them
-	err := pc.b.wait()
+	err := pc.b.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Errorf("%s: %v, want killed by SIGKILL; its output:\n%s", hostB, err, pc.b.output())
+		t.Errorf("%s: %v, want killed by SIGKILL; its output:\n%s", hostB, err, pc.b.Output())
 	}
 }
 
@@ -688,7 +688,7 @@ func TestPeerDeviceDeleted(t *testing.T) {
 	deleted := time.Now()
 	deleting = true
 	go func() { delDone <- netlink.RDMALinkDel(hostB.device) }()
-	gone := pc.b.expect(t, "GONE ", 10*time.Second)
+	gone := pc.b.Expect(t, "GONE ", 10*time.Second)
 	t.Logf("%s: GONE %s %v after the deletion began (%d messages when it began)", hostB, gone, time.Since(deleted).Round(time.Millisecond), before)
 	devs, err := netlink.RDMADevices()
 	if err != nil {
@@ -721,10 +721,10 @@ func TestPeerDeviceDeleted(t *testing.T) {
 		if listed {
 			t.Errorf("RDMA netlink still lists %s while its deletion waits", hostB.device)
 		}
-		if _, err := fmt.Fprintln(pc.b.stdin, "CLOSE"); err != nil {
+		if _, err := fmt.Fprintln(pc.b.Stdin(), "CLOSE"); err != nil {
 			t.Fatal(err)
 		}
-		closed := pc.b.expect(t, "CLOSED ", 10*time.Second)
+		closed := pc.b.Expect(t, "CLOSED ", 10*time.Second)
 		lost = time.Now()
 		if closed != "<nil>" {
 			t.Errorf("%s closing its device during the deletion: %q", hostB, closed)
@@ -746,9 +746,9 @@ func TestPeerDeviceDeleted(t *testing.T) {
 	pc.checkReleased(t)
 
 	// B outlived its device, and ends when told.
-	pc.b.stdin.Close()
-	err = pc.b.wait()
-	if out := pc.b.output(); !disassociated && (err != nil || !strings.HasSuffix(out, "ROLE OK")) {
+	pc.b.Stdin().Close()
+	err = pc.b.Wait()
+	if out := pc.b.Output(); !disassociated && (err != nil || !strings.HasSuffix(out, "ROLE OK")) {
 		t.Errorf("%s: %v; its output ends:\n%s", hostB, err, peerTail(out, 5))
 	}
 }

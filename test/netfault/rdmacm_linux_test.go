@@ -225,7 +225,7 @@ func TestCMPeerVanishes(t *testing.T) {
 
 func testCMPeerVanishes(t *testing.T, how string) {
 	p := runHost(t, "cm-accept", nil, nil, netip.AddrPortFrom(hostB.addr, 0).String())
-	addr := p.expect(t, "ADDR ", time.Minute)
+	addr := p.Expect(t, "ADDR ", time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), cmWait)
 	defer cancel()
 	c, err := rdmacm.Dial(ctx, addr, nil)
@@ -234,7 +234,7 @@ func testCMPeerVanishes(t *testing.T, how string) {
 		t.Fatalf("Dial %s: %v", addr, err)
 	}
 	defer c.Close()
-	p.expect(t, "CONNECTED ", time.Minute)
+	p.Expect(t, "CONNECTED ", time.Minute)
 	t.Logf("connected %s to host B's process at %s", c.LocalAddr(), c.RemoteAddr())
 
 	buf, err := uverbs.AllocBuffer(4096)
@@ -272,7 +272,7 @@ func testCMPeerVanishes(t *testing.T, how string) {
 	start := time.Now()
 	switch how {
 	case "killed":
-		p.kill()
+		p.Kill()
 		t.Logf("host B's process killed")
 		select {
 		case <-c.Disconnected():
@@ -321,7 +321,7 @@ func testCMPeerVanishes(t *testing.T, how string) {
 		// error state for good, its GSI QP (QP1, every MAD of the
 		// device) included; rxe1 would take part in no connection again.
 		<-schedule(t, plug(0, hostB))
-		p.kill()
+		p.Kill()
 	}
 	cerr := c.Close()
 	t.Logf("Close: %v", cerr)

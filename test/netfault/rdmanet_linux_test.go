@@ -445,14 +445,14 @@ func TestStreamPeerKilled(t *testing.T) {
 
 func testStreamPeerKilled(t *testing.T, how string) {
 	p := runHost(t, "net-stream", nil, nil, netip.AddrPortFrom(hostB.addr, 0).String())
-	addr := p.expect(t, "ADDR ", time.Minute)
+	addr := p.Expect(t, "ADDR ", time.Minute)
 	c, err := (&rdmanet.Dialer{Timeout: cmWait}).DialContext(context.Background(), "rdma", addr)
 	if err != nil {
 		dumpNet(t)
 		t.Fatalf("Dial %s: %v", addr, err)
 	}
 	defer c.Close()
-	p.expect(t, "CONNECTED ", time.Minute)
+	p.Expect(t, "CONNECTED ", time.Minute)
 
 	type end struct {
 		err error
@@ -479,7 +479,7 @@ func testStreamPeerKilled(t *testing.T, how string) {
 	limit := cmWait
 	switch how {
 	case "killed":
-		p.kill()
+		p.Kill()
 	case "unplugged":
 		<-schedule(t, unplug(0, hostB))
 		// Up again before the kill (see netStreamRole), whatever happens.
@@ -528,5 +528,5 @@ func testStreamPeerKilled(t *testing.T, how string) {
 	if how == "unplugged" {
 		<-schedule(t, plug(0, hostB)) // before the kill: see netStreamRole
 	}
-	p.kill()
+	p.Kill()
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,20 +28,22 @@ func TestProcessExitLeaksNothing(t *testing.T) {
 	testutil.RequireDevice(t, testutil.DevicePath)
 	for _, role := range []string{"leak-exit", "leak-kill", "leak-exit"} {
 		before := rdmatest.RXECounts(t)
-		c := startChild(t, role)
-		c.expect(t, "READY")
+		c := testutil.StartRole(t, role, nil)
+		c.Expect(t, "READY", time.Minute)
 		during := rdmatest.RXECounts(t)
 		for _, k := range []string{"ctx", "pd", "cq", "qp", "mr"} {
 			if _, ok := before[k]; ok && during[k] <= before[k] {
 				t.Errorf("%s: %s count %d while the child runs, %d before: the counts miss its objects", role, k, during[k], before[k])
 			}
 		}
+		var err error
 		if role == "leak-kill" {
-			c.cmd.Process.Signal(syscall.SIGKILL)
+			err = c.Kill()
 		} else {
-			c.stdin.Close() // the child exits when its stdin ends
+			c.Stdin().Close() // the child exits when its stdin ends
+			err = c.Wait()
 		}
-		out, err := c.wait(t)
+		out := c.Output()
 		switch {
 		case role == "leak-kill" && err == nil:
 			t.Errorf("%s: the child survived SIGKILL", role)

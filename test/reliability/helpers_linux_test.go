@@ -1,14 +1,9 @@
 package reliability
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,108 +14,15 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-// childEnv names the role of a child process: TestMain runs it instead of
-// the tests.
-const childEnv = "GOVERBS_RELIABILITY_CHILD"
-
-// children are the roles a child process can play, by name.
-var children = map[string]func() error{
-	"leak-exit": func() error { return childLeak(false) },
-	"leak-kill": func() error { return childLeak(true) },
-	"memlock":   childMemlock,
+// roles are the parts this test binary plays in a process of its own
+// (testutil.StartRole), by name.
+var roles = testutil.Roles{
+	"leak-exit": func([]string) error { return childLeak(false) },
+	"leak-kill": func([]string) error { return childLeak(true) },
+	"memlock":   func([]string) error { return childMemlock() },
 }
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		fn, ok := children[role]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "child: unknown role %q\n", role)
-			os.Exit(2)
-		}
-		if err := fn(); err != nil {
-			fmt.Printf("CHILD FAIL: %v\n", err)
-			os.Exit(1)
-		}
-		fmt.Println("CHILD OK")
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// child is a copy of this test binary playing role.
-type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
-	lines []string
-}
-
-// startChild starts a child process playing role; it is killed when the
-// test ends if it still runs.
-func startChild(t *testing.T, role string) *child {
-	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"="+role)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			c.cmd.Process.Kill()
-			c.cmd.Wait()
-		}
-	})
-	return c
-}
-
-// expect reads the child's output until a line starting with prefix, and
-// fails the test if the output ends first (or after 60 s).
-func (c *child) expect(t *testing.T, prefix string) string {
-	t.Helper()
-	found := make(chan string, 1)
-	go func() {
-		for c.out.Scan() {
-			l := c.out.Text()
-			c.lines = append(c.lines, l)
-			if strings.HasPrefix(l, prefix) {
-				found <- l
-				return
-			}
-		}
-		close(found)
-	}()
-	select {
-	case l, ok := <-found:
-		if !ok {
-			t.Fatalf("child ended before printing %q; its output:\n%s", prefix, strings.Join(c.lines, "\n"))
-		}
-		return l
-	case <-time.After(60 * time.Second):
-		c.cmd.Process.Kill()
-		t.Fatalf("child printed no %q in 60 s", prefix)
-	}
-	return ""
-}
-
-// wait waits for the child to exit and returns the rest of its output.
-func (c *child) wait(t *testing.T) (string, error) {
-	t.Helper()
-	for c.out.Scan() {
-		c.lines = append(c.lines, c.out.Text())
-	}
-	err := c.cmd.Wait()
-	return strings.Join(c.lines, "\n"), err
-}
+func TestMain(m *testing.M) { roles.Main(m) }
 
 // rxePresent reports whether RDMA netlink lists rxe0.
 func rxePresent() (bool, error) {

@@ -20,10 +20,11 @@ import (
 // one thread that registers: capabilities are per thread).
 func TestMemlockLimit(t *testing.T) {
 	testutil.RequireDevice(t, testutil.DevicePath)
-	c := startChild(t, "memlock")
-	out, err := c.wait(t)
+	c := testutil.StartRole(t, "memlock", nil)
+	err := c.Wait()
+	out := c.Output()
 	t.Logf("child:\n%s", out)
-	if err != nil || !strings.Contains(out, "CHILD OK") {
+	if err != nil || !strings.Contains(out, "ROLE OK") {
 		t.Fatalf("child: %v", err)
 	}
 }
