@@ -3,6 +3,8 @@ package interop
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -93,7 +95,7 @@ func cmRun(t *testing.T, env, server, client []string) (srvOut, cliOut string) {
 		cli, cliBuf := start(client)
 		err := cli.Wait()
 		out := cliBuf.String()
-		if err == nil {
+		if err == nil || rpingExitRace(t, "client", err, out) {
 			cliOut = out
 			if i > 0 {
 				t.Logf("the client got through at attempt %d", i+1)
@@ -112,10 +114,75 @@ func cmRun(t *testing.T, env, server, client []string) (srvOut, cliOut string) {
 			t.Fatalf("client (attempt %d): %v\n%s\nserver:\n%s", i+1, err, out, srvBuf)
 		}
 	}
-	if err := <-srvDone; err != nil {
+	if err := <-srvDone; err != nil && !rpingExitRace(t, "server", err, srvBuf.String()) {
 		t.Fatalf("server: %v\n%s\nclient:\n%s", err, srvBuf, cliOut)
 	}
 	return srvBuf.String(), cliOut
+}
+
+// rpingExitRace reports whether a process that failed with err and
+// printed out met rping's own teardown race, and logs it if so. The
+// rping Debian 12 ships leaves its CM thread running while main, the
+// connection over, destroys the event channel; the thread's next
+// rdma_get_cm_event then fails with EBADF and it exits the process with
+// status 255, whatever the exchange did. So the race counts only in an
+// output that shows no failure: every line is the disconnect, the race's
+// own line, a ping, or the server's normal end (waiting for the next
+// ping, it finds the connection closed: state 10, DISCONNECTED); any
+// other line (a data mismatch, a completion error) is a failure as
+// before. The pings themselves are the caller's to count.
+func rpingExitRace(t *testing.T, who string, err error, out string) bool {
+	t.Helper()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !rpingRaceOnly(ee.ExitCode(), out) {
+		return false
+	}
+	t.Logf("%s: rping's teardown race (its CM thread read the destroyed event channel after the disconnect: exit status 255); nothing else failed", who)
+	return true
+}
+
+// rpingRaceOnly is rpingExitRace's judgement of an exit status and an
+// output.
+func rpingRaceOnly(status int, out string) bool {
+	if status != 255 || !strings.Contains(out, "rdma_get_cm_event: Bad file descriptor") {
+		return false
+	}
+	for _, l := range strings.Split(out, "\n") {
+		switch l = strings.TrimSpace(l); {
+		case l == "", l == "rdma_get_cm_event: Bad file descriptor", l == "wait for RDMA_READ_ADV state 10",
+			strings.HasSuffix(l, " DISCONNECT EVENT..."), strings.HasPrefix(l, "ping data: "), strings.HasPrefix(l, "server ping data: "):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// rpingRaceOnly accepts the exit CI met once (the client's whole output,
+// ten pings and all, as it was) and nothing that shows a failure.
+func TestRpingRaceOnly(t *testing.T) {
+	var pings strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&pings, "ping data: rdma-ping-%d: ABCDEFG\n", i)
+	}
+	met := "client DISCONNECT EVENT...\nrdma_get_cm_event: Bad file descriptor\n" + pings.String() + "\n"
+	for _, c := range []struct {
+		name   string
+		status int
+		out    string
+		want   bool
+	}{
+		{"the race", 255, met, true},
+		{"the race at the server", 255, "server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\nrdma_get_cm_event: Bad file descriptor\nserver ping data: rdma-ping-0: ABC\n", true},
+		{"another status", 1, met, false},
+		{"no race line", 255, "client DISCONNECT EVENT...\n" + pings.String(), false},
+		{"a mismatch too", 255, met + "data mismatch!\n", false},
+		{"a completion error too", 255, "cq completion failed status 12\n" + met, false},
+	} {
+		if got := rpingRaceOnly(c.status, c.out); got != c.want {
+			t.Errorf("%s: rpingRaceOnly = %t, want %t", c.name, got, c.want)
+		}
+	}
 }
 
 // rping both ways over RC: the client SENDs its buffer's address and
