@@ -78,7 +78,7 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 		if rel == "test/vm" || strings.HasPrefix(rel, "test/vm/") {
 			continue
 		}
-		if race && modelPackage(rel) && *flagPkg == "./..." {
+		if race && modelPackage(rel) && wholeSuite() {
 			logf("%s: not under -race in the VM: make model runs it with the race detector on the host", f[0])
 			continue
 		}
@@ -113,6 +113,10 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 func modelPackage(rel string) bool {
 	return rel == "internal/mlx5model" || rel == "provider/mlx5"
 }
+
+// wholeSuite reports whether -pkg is its default, every package, rather
+// than packages someone named.
+func wholeSuite() bool { return *flagPkg == "./..." }
 
 // moduleRoot finds the directory of go.mod above the working directory.
 func moduleRoot() (string, error) {

@@ -445,7 +445,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		p.Steps = append(p.Steps, demoRdmahttp()...)
 	case "test", "bench":
 		pkgs := splitList(*flagPkg)
-		if mode == "bench" && *flagPkg == "./..." {
+		if mode == "bench" && wholeSuite() {
 			pkgs = []string{"./test/bench"}
 		}
 		race := *flagRace && mode == "test"
@@ -612,7 +612,6 @@ func orNone(s string) string {
 	return s
 }
 
-// writeInitramfs writes the initramfs for kernel k.
 // writeInitramfs writes the guest for kernel k; the packages that never
 // touch the kernel (modelPackage) go only into the first kernel's, and
 // not at all where the host runs them natively (make unit, make model),
@@ -634,7 +633,7 @@ func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	p := g.plan
 	skipped := map[string]bool{} // import paths
 	for _, t := range g.tests {
-		skipped[t.Pkg] = *flagPkg == "./..." && modelPackage(t.Rel) && (!first || g.arch == runtime.GOARCH)
+		skipped[t.Pkg] = wholeSuite() && modelPackage(t.Rel) && (!first || g.arch == runtime.GOARCH)
 	}
 	p.Steps = slices.DeleteFunc(slices.Clone(p.Steps), func(s plan.Step) bool { return skipped[s.Name] })
 	p.Modules = nil
