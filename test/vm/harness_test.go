@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -331,5 +333,44 @@ func TestFailureLines(t *testing.T) {
 	}
 	if got := failureLines(console[:4], 8, 40); len(got) != 0 {
 		t.Errorf("failureLines of a passing console = %q, want none", got)
+	}
+}
+
+func TestRetryEarlyPanic(t *testing.T) {
+	early := fmt.Errorf("%w: Kernel panic - not syncing: Fatal exception in interrupt", errPanicBeforeInit)
+	later := errors.New("kernel panic: Attempted to kill init!")
+	for _, c := range []struct {
+		name      string
+		errs      []error // what each boot returns
+		wantBoots int
+		wantErr   error
+		wantEarly bool
+	}{
+		{"passes", []error{nil}, 1, nil, false},
+		{"fails after /init", []error{later}, 1, later, false},
+		{"early panic, then passes", []error{early, nil}, 2, nil, true},
+		{"early panic twice", []error{early, early}, 2, early, true},
+		{"early panic, then fails", []error{early, later}, 2, later, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			boots := 0
+			var log strings.Builder
+			res, err := retryEarlyPanic(context.Background(), &log, "[x] ", func() (*vmResult, error) {
+				boots++
+				return &vmResult{Exit: -1}, c.errs[boots-1]
+			})
+			if boots != c.wantBoots {
+				t.Errorf("booted %d times, want %d", boots, c.wantBoots)
+			}
+			if err != c.wantErr {
+				t.Errorf("error %v, want %v", err, c.wantErr)
+			}
+			if got := res.EarlyPanic != ""; got != c.wantEarly {
+				t.Errorf("EarlyPanic %q, want it set: %v", res.EarlyPanic, c.wantEarly)
+			}
+			if c.wantEarly && !strings.Contains(log.String(), "[x] the guest's kernel panicked before /init ran") {
+				t.Errorf("log %q does not say why it booted again", log.String())
+			}
+		})
 	}
 }

@@ -262,7 +262,7 @@ func harness(ctx context.Context, mode string) error {
 				cpu = "max,pauth-impdef=on" // what qemuArgs boots an arm64 guest with
 			}
 			logf("%s: booting Linux %s (TCG, %s, -cpu %s)", name, k.Release, arch, cpu)
-			res, err := boot(ctx, arch, cpu, k.Image, initrd, *flagTimeout, os.Stdout, "["+name+"] ")
+			res, err := bootRetrying(ctx, arch, cpu, k.Image, initrd, *flagTimeout, os.Stdout, "["+name+"] ")
 			if res != nil {
 				res.Release = k.Release
 			}
@@ -310,6 +310,9 @@ func harness(ctx context.Context, mode string) error {
 		}
 		fmt.Printf("  %-10s %-24s boot to /init %-6s total %-7s %s%s\n", o.name, rel, boot, total, counts, verdict)
 		if o.res != nil {
+			if o.res.EarlyPanic != "" {
+				fmt.Printf("      booted twice: the first boot's %s\n", o.res.EarlyPanic)
+			}
 			for _, s := range o.res.Steps {
 				mark := "ok  "
 				if s.RC != 0 {

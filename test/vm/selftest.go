@@ -38,7 +38,14 @@ func selftest(ctx context.Context, g *guest, k *kernel, dir string) error {
 			return err
 		}
 		start := time.Now()
-		res, err := boot(ctx, g.arch, qemuCPU("selftest"), k.Image, initrd, c.limit, io.Discard, "")
+		bootOnce := bootRetrying
+		if bad.noInit {
+			bootOnce = boot // the panic before /init is what this case must see
+		}
+		res, err := bootOnce(ctx, g.arch, qemuCPU("selftest"), k.Image, initrd, c.limit, io.Discard, "")
+		if res != nil && res.EarlyPanic != "" {
+			fmt.Printf("selftest: %s: booted twice: the first boot's %s\n", c.name, res.EarlyPanic)
+		}
 		if err == nil && res.Exit != 0 {
 			err = fmt.Errorf("guest exit status %d", res.Exit)
 		}
@@ -53,6 +60,11 @@ func selftest(ctx context.Context, g *guest, k *kernel, dir string) error {
 		case !strings.Contains(err.Error(), c.want):
 			failed = append(failed, c.name)
 			fmt.Printf("selftest: FAIL %s: error %q does not say %q (%v)\n", c.name, err, c.want, took)
+			if res != nil {
+				for _, l := range res.Console[max(0, len(res.Console)-60):] {
+					fmt.Printf("selftest:   | %s\n", l)
+				}
+			}
 		default:
 			fmt.Printf("selftest: ok   %s: %v (%v)\n", c.name, err, took)
 		}
