@@ -662,12 +662,12 @@ func testPeerKilled(t *testing.T, server bool, mode string) {
 	}
 
 	var g int
-	if !waitFor(5*time.Second, func() bool { g = runtime.NumGoroutine(); return g <= baseG }) {
+	if !testutil.WaitUntil(5*time.Second, func() bool { g = runtime.NumGoroutine(); return g <= baseG }) {
 		t.Errorf("goroutine leak: %d before, %d after Close:\n%s", baseG, g, goroutines())
 	}
 	var after map[string]uint64
 	since := time.Now()
-	if !waitFor(30*time.Second, func() bool { after = rdmatest.RXECounts(t); return maps.Equal(baseRes, after) }) {
+	if !testutil.WaitUntil(30*time.Second, func() bool { after = rdmatest.RXECounts(t); return maps.Equal(baseRes, after) }) {
 		t.Errorf("rxe0's objects: %v before, %v with the peer, %v 30 s after Close", baseRes, during, after)
 	} else {
 		t.Logf("Close took %v; rxe0's objects %v with the peer, back to %v %v after Close",
@@ -676,19 +676,6 @@ func testPeerKilled(t *testing.T, server bool, mode string) {
 	for _, k := range []string{"qp", "cq", "mr", "cm_id"} {
 		if _, ok := baseRes[k]; ok && during[k] < baseRes[k]+2 {
 			t.Errorf("%s count %d with the connection up, %d before: the counts miss its two ends", k, during[k], baseRes[k])
-		}
-	}
-}
-
-// waitFor polls cond until it holds or limit passes, and reports whether
-// it held.
-func waitFor(limit time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
 		}
 	}
 }
@@ -850,7 +837,7 @@ func TestIdleConnsMemory(t *testing.T) {
 	}
 	all = nil
 	var pin2 int64
-	if !waitFor(10*time.Second, func() bool { pin2 = procStatus(t, "VmPin"); return pin2 == m0.pin }) {
+	if !testutil.WaitUntil(10*time.Second, func() bool { pin2 = procStatus(t, "VmPin"); return pin2 == m0.pin }) {
 		t.Errorf("VmPin %d KiB after closing the connections, %d KiB before them", pin2>>10, m0.pin>>10)
 	}
 	debug.FreeOSMemory()

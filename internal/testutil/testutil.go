@@ -7,6 +7,7 @@ package testutil
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // EnvInVM is set to "1" by the VM harness's /init for every test binary.
@@ -51,4 +52,19 @@ func CheckFDLeak(tb testing.TB) {
 			tb.Errorf("fd leak: %d fds open before the test, %d after", before, after)
 		}
 	})
+}
+
+// WaitUntil calls cond every few milliseconds until it returns true or
+// limit passes, and reports whether it returned true. It is for what
+// settles a little after the call that caused it: a peer's Close seen at
+// the DREQ, a goroutine's exit, a kernel object freed.
+func WaitUntil(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }

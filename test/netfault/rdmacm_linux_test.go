@@ -191,14 +191,9 @@ func TestCMDialBlackHole(t *testing.T) {
 // returns how many it has.
 func waitFDs(t *testing.T, want int) int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := testutil.OpenFDs(t)
-		if n == want || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var n int
+	testutil.WaitUntil(5*time.Second, func() bool { n = testutil.OpenFDs(t); return n == want })
+	return n
 }
 
 // A connection whose peer vanishes, the peer a process of its own on

@@ -71,7 +71,7 @@ func TestContextCloseFreesEverything(t *testing.T) {
 		t.Fatalf("Context.Close: %v", err)
 	}
 	var after map[string]uint64
-	if !waitUntil(10*time.Second, func() bool { after = rdmatest.RXECounts(t); return cmp.Equal(before, after) }) {
+	if !testutil.WaitUntil(10*time.Second, func() bool { after = rdmatest.RXECounts(t); return cmp.Equal(before, after) }) {
 		t.Errorf("resources of rxe0 after Context.Close (-before +after):\n%s\nwith the objects open: %v\n"+
 			"mappings of the uverbs device still in the process (each holds its file, so the kernel has not released the context):\n%s",
 			cmp.Diff(before, after), during, uverbsMappings(t))

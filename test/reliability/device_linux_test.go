@@ -114,10 +114,10 @@ func TestDeviceDeletedWhileOpen(t *testing.T) {
 	// Delete rxe0 in the background: on rxe it blocks until we close.
 	deleting = true
 	go func() { delDone <- netlink.RDMALinkDel("rxe0") }()
-	if !waitUntil(10*time.Second, func() bool { ok, err := rxePresent(); return err == nil && !ok }) {
+	if !testutil.WaitUntil(10*time.Second, func() bool { ok, err := rxePresent(); return err == nil && !ok }) {
 		t.Fatal("rxe0 still listed by RDMA netlink 10 s after its deletion began")
 	}
-	if !waitUntil(10*time.Second, func() bool { _, err := os.Stat(testutil.DevicePath); return err != nil }) {
+	if !testutil.WaitUntil(10*time.Second, func() bool { _, err := os.Stat(testutil.DevicePath); return err != nil }) {
 		t.Errorf("%s still there 10 s after the deletion began", testutil.DevicePath)
 	}
 	if c, err := uverbs.Open("rxe0"); err == nil {

@@ -51,7 +51,7 @@ func TestProcessExitLeaksNothing(t *testing.T) {
 			t.Errorf("%s: child: %v\n%s", role, err, out)
 		}
 		var after map[string]uint64
-		if !waitUntil(10*time.Second, func() bool { after = rdmatest.RXECounts(t); return cmp.Equal(before, after) }) {
+		if !testutil.WaitUntil(10*time.Second, func() bool { after = rdmatest.RXECounts(t); return cmp.Equal(before, after) }) {
 			t.Errorf("%s: resources of rxe0 after the child exited (-before +after):\n%s\nwhile it ran: %v",
 				role, cmp.Diff(before, after), during)
 		} else {

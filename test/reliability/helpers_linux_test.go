@@ -76,21 +76,6 @@ func rxeReady() error {
 	return err
 }
 
-// waitUntil polls cond every millisecond or so until it holds or limit
-// passes; it reports whether it held.
-func waitUntil(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // drain polls q until it has been empty for quiet, and returns what came.
 func drain(t *testing.T, q *cq.CQ, quiet time.Duration) []cq.WC {
 	t.Helper()
