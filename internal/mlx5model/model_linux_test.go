@@ -700,10 +700,17 @@ func TestSharedHalfTakesOnlyDoorbells(t *testing.T) {
 	}
 	ring(a.uar, a.bfOff, bell)
 	q.wait()
+	// The model's scan may come while the copy is under way (a slow
+	// host, the race detector) and flag it in parts, each naming the
+	// words written since the last; the last part reaches the half's end.
 	v := e.d.Violations()
-	if len(v) != 1 || !strings.Contains(v[0], "blue-flame copy of 64 bytes into register half 0x800") ||
-		!strings.Contains(v[0], fmt.Sprintf("%#x", b.qpn)) {
-		t.Errorf("violations %q, want one for the blue-flame copy naming both QPs", v)
+	for _, s := range v {
+		if !strings.Contains(s, "into register half 0x800") || !strings.Contains(s, fmt.Sprintf("%#x", b.qpn)) {
+			t.Errorf("violation %q, want a blue-flame copy into half 0x800 naming both QPs", s)
+		}
+	}
+	if len(v) == 0 || !strings.Contains(v[len(v)-1], "blue-flame copy of 64 bytes") {
+		t.Errorf("violations %q, want the blue-flame copy flagged, its last part reaching byte 64", v)
 	}
 }
 

@@ -38,11 +38,11 @@ func selftest(ctx context.Context, g *guest, k *kernel, dir string) error {
 			return err
 		}
 		start := time.Now()
-		bootOnce := bootRetrying
+		bootVM := bootRetrying
 		if bad.noInit {
-			bootOnce = boot // the panic before /init is what this case must see
+			bootVM = boot // the panic before /init is what this case must see
 		}
-		res, err := bootOnce(ctx, g.arch, qemuCPU("selftest"), k.Image, initrd, c.limit, io.Discard, "")
+		res, err := bootVM(ctx, g.arch, qemuCPU("selftest"), k.Image, initrd, c.limit, io.Discard, "")
 		if res != nil && res.EarlyPanic != "" {
 			fmt.Printf("selftest: %s: booted twice: the first boot's %s\n", c.name, res.EarlyPanic)
 		}
