@@ -45,13 +45,15 @@ FUZZ_ALL    := \
 	./internal/ucma:FuzzParsePaths ./internal/ucma:FuzzSockaddr ./rdmanet:FuzzParseWire ./rdmanet:FuzzParseToken
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 
-.PHONY: all build test check fmt vet lint cross unit model hwtest fuzz unit32 bigendian vm vmrace vmselftest vmtest vmnet demo bench fetch tools clean help generate
+.PHONY: all build test check fmt vet lint cross unit model hwtest fuzz unit32 bigendian vm vmrace vmselftest vmtest vmnet vmfull demo bench fetch pins tools clean help generate
 
 all: build
 
 help:
 	@echo "make demo     boot a VM with soft-RoCE and show the device as goverbs and rdma-core see it"
-	@echo "make test     gofmt, vet, staticcheck, cross builds, unit tests, the harness self-test, then the VM suite ($(VMS)), the two-host network-fault suite ($(NETVMS)) and the suite under -race"
+	@echo "make check    before every commit: gofmt, vet, staticcheck, host unit tests, the mlx5 model (about 2 min warm)"
+	@echo "make test     the gate: check, cross builds, fuzzing, 32-bit and big-endian, the harness self-test, the VM suite, the network faults, the race detector; a time table at the end"
+	@echo "make vmfull   the whole VM suite on every kernel and arch (make test runs arm64 on a subset)"
 	@echo "make vmtest KERNEL=6.12 ARCH=arm64 RUN=TestName    one kernel, one arch, one test pattern"
 	@echo "make vmnet    the two-host guest and its network faults (test/netfault) only"
 	@echo "make build    build bin/goverbs (static)"
@@ -69,9 +71,14 @@ generate: tools
 tools:
 	@command -v $(GO) >/dev/null || { echo "make: Go is not installed (need Go >= 1.24 on PATH)"; exit 1; }
 
-test: check unit model hwtest fuzz unit32 bigendian vmselftest vm vmnet vmrace
+# Each stage in order, stopping at the first that fails, then a table of
+# their times (test/stages.sh); docs/TESTING.md says what runs where.
+TESTSTAGES ?= check cross hwtest fuzz unit32 bigendian vmselftest vm vmnet vmrace
+test: tools
+	@MAKE="$(MAKE)" sh test/stages.sh $(TESTSTAGES)
 
-check: fmt vet lint cross
+# What a developer runs before every commit: about 2 minutes warm.
+check: fmt vet lint unit model
 
 fmt: tools
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -101,10 +108,17 @@ cross: tools
 	if command -v file >/dev/null; then file bin/goverbs | grep -q 'statically linked' || { file bin/goverbs; echo "bin/goverbs is not static"; exit 1; }; \
 	echo "bin/goverbs: statically linked"; fi
 
-# gcc: internal/cmd/genuapi's TestUpToDate regenerates uapi, as make generate does.
-unit: tools
+# gcc: internal/cmd/genuapi's TestUpToDate regenerates uapi, as make
+# generate does, from the pinned packages make pins put in the cache: go
+# test itself never downloads.
+unit: tools pins
 	@sh test/host.sh gcc
 	$(GO) test -count=1 ./...
+
+# genuapi's pinned inputs (three Debian packages) into the cache, where
+# TestUpToDate reads them offline; nothing to do when they are there.
+pins: tools
+	@$(GO) run ./internal/cmd/genuapi -fetch >/dev/null
 
 # The mlx5 provider without a ConnectX: the device model's own tests, then
 # the conformance suite through the mlx5 provider on the model
@@ -210,7 +224,7 @@ endif
 demo: tools
 	$(GO) run ./test/vm $(VMFLAGS) demo
 
-fetch: tools
+fetch: tools pins
 	$(GO) run ./test/vm -vms $(VMS) fetch
 
 clean:

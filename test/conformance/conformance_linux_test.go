@@ -155,8 +155,10 @@ func TestSolicitedArm(t *testing.T) {
 // 6. Receives flushed by a QP in error are unsuccessful completions, so
 // under a solicited-only arm they should raise an event. Linux 6.1's rxe
 // does, and so does mlx5; 6.12's rxe, whose flush path was rewritten,
-// posts them unsolicited and raises none: a departure, pinned per kernel
-// here and named in docs/CQ.md.
+// posts them unsolicited and raises none: a departure of the kernel's,
+// named in docs/CQ.md. The test passes either way and says which it saw
+// (reportDeparture); what it holds is goverbs' side: at most one event for
+// the one arm, naming the CQ that was armed.
 func TestSolicitedArmFlush(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
@@ -173,18 +175,48 @@ func TestSolicitedArmFlush(t *testing.T) {
 			t.Errorf("status %v", w.Status)
 		}
 	}
-	if rel := kernelRelease(t); strings.HasPrefix(rel, "6.1.") || rdmatest.Provider(t) != "rxe" {
-		if c := f.wait(t); c != rcq {
-			t.Error("the event names another CQ")
-		} else {
-			c.Ack(1)
-		}
-		f.noEvent(t, "two flushes after one arm")
-	} else {
-		f.noEvent(t, "flushes on "+rel+" (rxe posts them unsolicited)")
-	}
+	f.reportDeparture(t, rcq, "flushed receives under a solicited arm", departsOnFlush(t))
+	f.noEvent(t, "two flushes after one arm")
 }
 
+// departsOnFlush reports whether the kernel is one known to post flushes
+// unsolicited: rxe after 6.1.
+func departsOnFlush(t *testing.T) bool {
+	return rdmatest.Provider(t) == "rxe" && !strings.HasPrefix(kernelRelease(t), "6.1.")
+}
+
+// reportDeparture takes the event, if any, that an unsuccessful
+// completion under a solicited-only arm raised on c. The man page
+// promises one; known says the kernel is one documented (docs/CQ.md) to
+// raise none. Either way the test passes: an event must name c, and the
+// log line says whether the kernel kept the man page's rule, so a kernel
+// that changes shows in the log, not as a failure. What would fail is
+// goverbs itself departing from the kernel: an event for another CQ, or
+// an error reading the channel.
+func (f *fix) reportDeparture(t *testing.T, c *cq.CQ, what string, known bool) {
+	t.Helper()
+	got, ok, err := f.ch.TryWait()
+	switch {
+	case err != nil:
+		t.Fatalf("%s: TryWait: %v", what, err)
+	case ok && got != c:
+		got.Ack(1)
+		t.Errorf("%s: the event names another CQ (%d)", what, got.EventHandle())
+	case ok:
+		got.Ack(1)
+		if known {
+			t.Logf("DEPARTURE GONE: %s raised an event on %s (the man page's rule); docs/CQ.md still lists it as a departure", what, kernelRelease(t))
+		} else {
+			t.Logf("%s: an event, as the man page says (%s)", what, kernelRelease(t))
+		}
+	default:
+		if known {
+			t.Logf("departure, as documented in docs/CQ.md: %s raised no event on %s", what, kernelRelease(t))
+		} else {
+			t.Logf("NEW DEPARTURE: %s raised no event on %s, against the man page; add it to docs/CQ.md", what, kernelRelease(t))
+		}
+	}
+}
 func kernelRelease(t *testing.T) string {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
@@ -197,8 +229,8 @@ func kernelRelease(t *testing.T) string {
 // SEND longer than the receive buffer) raises no event under a
 // solicited-only arm on rxe unless the packet had the solicited bit: the
 // responder flags its completion with the packet's SE bit only, against
-// the man page's "or an unsuccessful Work Completion". Pinned here;
-// docs/CQ.md names it.
+// the man page's "or an unsuccessful Work Completion". Reported, not
+// pinned (reportDeparture); docs/CQ.md names it.
 func TestSolicitedArmFailedReceiveRXE(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
@@ -215,18 +247,15 @@ func TestSolicitedArmFailedReceiveRXE(t *testing.T) {
 		t.Fatalf("16 bytes into a 4-byte receive succeeded: %+v", w)
 	}
 	t.Logf("failed receive: %v", w.Status)
-	if c, ok, err := f.ch.TryWait(); err != nil {
-		t.Fatal(err)
-	} else if ok {
-		c.Ack(1)
-		t.Error("rxe now raises an event for a failed receive under a solicited arm: update docs/CQ.md and this test")
-	}
+	f.reportDeparture(t, rcq, "a failed receive under a solicited arm", rdmatest.Provider(t) == "rxe")
+	f.noEvent(t, "a second event after one arm")
 }
 
 // 6, departure. An unsuccessful *send* completion under a solicited-only
 // arm raises no event on rxe: the kernel posts every requester completion
 // as unsolicited (rxe_comp.c), against the man page's "or an unsuccessful
-// Work Completion". Pinned here; docs/CQ.md names it.
+// Work Completion". Reported, not pinned (reportDeparture); docs/CQ.md
+// names it.
 func TestSolicitedArmFailedSendRXE(t *testing.T) {
 	f := setup(t)
 	scq, rcq := f.newCQ(t, 64), f.newCQ(t, 64)
@@ -244,12 +273,8 @@ func TestSolicitedArmFailedSendRXE(t *testing.T) {
 		t.Fatalf("a write with a bad rkey succeeded: %+v", w)
 	}
 	t.Logf("failed send completion: %v (vendor_err %d)", w.Status, w.VendorErr)
-	if c, ok, err := f.ch.TryWait(); err != nil {
-		t.Fatal(err)
-	} else if ok {
-		c.Ack(1)
-		t.Error("rxe now raises an event for a failed send under a solicited arm: update docs/CQ.md and this test")
-	}
+	f.reportDeparture(t, scq, "a failed send under a solicited arm", rdmatest.Provider(t) == "rxe")
+	f.noEvent(t, "a second event after one arm")
 }
 
 // 7. ibv_req_notify_cq(3): a CQE already in the CQ when it is armed

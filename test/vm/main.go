@@ -227,10 +227,18 @@ func harness(ctx context.Context, mode string) error {
 		err  error
 	}
 	var outcomes []outcome
+	// The host's part of the run (package downloads, the builds of /init,
+	// the tool and the test binaries, each initramfs), for the summary's
+	// time table beside each VM's.
+	var hostTimes []string
 	for _, arch := range arches {
+		t0 := time.Now()
 		g, err := prepareGuest(ctx, a, root, filepath.Join(work, arch), arch, mode)
 		if err != nil {
 			return err
+		}
+		if mode != "fetch" {
+			hostTimes = append(hostTimes, fmt.Sprintf("%s guest: packages and %d binaries built in %s", arch, len(g.tests)+2, time.Since(t0).Round(100*time.Millisecond)))
 		}
 		for i, series := range targets[arch] {
 			deb, err := a.resolveKernel(ctx, series, debArch(arch))
@@ -254,9 +262,11 @@ func harness(ctx context.Context, mode string) error {
 				return selftest(ctx, g, k, filepath.Join(work, arch))
 			}
 			initrd := filepath.Join(work, arch, "initramfs-"+series+".cpio")
+			t0 := time.Now()
 			if err := g.writeInitramfs(initrd, k, i == 0); err != nil {
 				return err
 			}
+			hostTimes = append(hostTimes, fmt.Sprintf("%s initramfs written in %s", name, time.Since(t0).Round(100*time.Millisecond)))
 			cpu := qemuCPU(mode)
 			if arch != "amd64" {
 				cpu = "max,pauth-impdef=on" // what qemuArgs boots an arm64 guest with
@@ -280,6 +290,9 @@ func harness(ctx context.Context, mode string) error {
 	}
 	fmt.Println()
 	fmt.Println("VM summary:")
+	for _, l := range hostTimes {
+		fmt.Printf("  host: %s\n", l)
+	}
 	failed, tests := 0, vmResult{}
 	for _, o := range outcomes {
 		if o.res != nil {

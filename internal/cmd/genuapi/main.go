@@ -69,10 +69,21 @@ func main() {
 	flag.StringVar(&o.rdmacmDeb, "librdmacm-dev-deb", "", "take rdma_cma.h from this librdmacm-dev `package` file (default: "+librdmacmDev.String()+", downloaded with apt-get into the cache)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the C programs (the temporary directory is printed)")
 	flag.BoolVar(&o.verbose, "v", false, "list the macros that are not integer constants")
+	fetch := flag.Bool("fetch", false, "only download the pinned packages into the cache (make pins), where the up-to-date test reads them offline")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	if *fetch {
+		for _, p := range pins {
+			deb, err := p.download()
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println(deb)
+		}
+		return
 	}
 	for _, in := range []struct {
 		deb *string

@@ -51,19 +51,45 @@ func cacheDir() (string, error) {
 	return filepath.Join(d, "goverbs"), nil
 }
 
-// download returns the path of p's .deb in the cache (headers/ under
-// cacheDir), downloading it first if it is not there.
-func (p pin) download() (string, error) {
+// pins are every pinned input, in the order generate reads them.
+var pins = []pin{linuxLibcDev, libibverbsDev, librdmacmDev}
+
+// path returns where p's .deb lives in the cache (headers/ under
+// cacheDir), there or not.
+func (p pin) path() (string, error) {
 	cache, err := cacheDir()
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(cache, "headers")
 	name := fmt.Sprintf("%s_%s_%s.deb", p.pkg, strings.ReplaceAll(p.version, ":", "%3a"), p.arch)
-	deb := filepath.Join(dir, name)
+	return filepath.Join(cache, "headers", name), nil
+}
+
+// cached returns the path of p's .deb in the cache, or an error that says
+// it is not there and how to get it. It never downloads: go test calls it.
+func (p pin) cached() (string, error) {
+	deb, err := p.path()
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(deb); err != nil {
+		return "", fmt.Errorf("the pinned %s is not in the cache (%s): make pins downloads it", p, deb)
+	}
+	return deb, nil
+}
+
+// download returns the path of p's .deb in the cache, downloading it
+// first if it is not there. Only make generate and make pins call it.
+func (p pin) download() (string, error) {
+	deb, err := p.path()
+	if err != nil {
+		return "", err
+	}
 	if _, err := os.Stat(deb); err == nil {
 		return deb, nil
 	}
+	dir := filepath.Dir(deb)
+	name := filepath.Base(deb)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -79,12 +105,24 @@ func (p pin) download() (string, error) {
 	defer cancel()
 	// As root, apt would hand the download to its _apt user, which may not
 	// write here.
-	cmd := exec.CommandContext(ctx, "apt-get", "download", "-qq", "-o", "APT::Sandbox::User=root", spec)
-	cmd.Dir = tmp
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("apt-get download %s (genuapi's pinned input): %v: %s", spec, err, strings.TrimSpace(out.String()))
+	get := func() (string, error) {
+		cmd := exec.CommandContext(ctx, "apt-get", "download", "-qq", "-o", "APT::Sandbox::User=root", spec)
+		cmd.Dir = tmp
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return strings.TrimSpace(out.String()), err
+	}
+	out, err := get()
+	if err != nil {
+		// A machine whose package lists were never fetched (a fresh one)
+		// knows no version of anything: fetch them once and try again.
+		if uout, uerr := exec.CommandContext(ctx, "apt-get", "update", "-qq").CombinedOutput(); uerr != nil {
+			return "", fmt.Errorf("apt-get download %s (genuapi's pinned input): %v: %s; apt-get update: %v: %s", spec, err, out, uerr, bytes.TrimSpace(uout))
+		}
+		if out, err = get(); err != nil {
+			return "", fmt.Errorf("apt-get download %s (genuapi's pinned input): %v: %s", spec, err, out)
+		}
 	}
 	if err := os.Rename(filepath.Join(tmp, name), deb); err != nil {
 		return "", fmt.Errorf("apt-get download %s: %w", spec, err)
