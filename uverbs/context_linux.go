@@ -14,8 +14,6 @@ import (
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
-	"github.com/goverbs/goverbs/provider/mlx5"
-	"github.com/goverbs/goverbs/provider/rxe"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -64,13 +62,6 @@ func Open(name string) (*Context, error) {
 	return d.Open()
 }
 
-// providers are the drivers goverbs has a provider for, by driver id:
-// imported directly, so a static binary finds them with no configuration.
-var providers = map[uint32]provider.Driver{
-	uapi.RDMA_DRIVER_RXE:  rxe.Driver{},
-	uapi.RDMA_DRIVER_MLX5: mlx5.Driver{},
-}
-
 // driverNames names the drivers goverbs knows but has no provider for yet.
 var driverNames = map[uint32]string{
 	uapi.RDMA_DRIVER_MLX4: "mlx4",
@@ -82,7 +73,7 @@ var driverNames = map[uint32]string{
 // fd so that no async event (CQ errors among them) is lost.
 func (d Device) Open() (*Context, error) {
 	fail := func(err error) (*Context, error) { return nil, &OpError{Op: "open", Device: d.Name, Err: err} }
-	drv, ok := providers[d.DriverID]
+	drv, ok := provider.Lookup(d.DriverID)
 	if !ok {
 		name, ok := driverNames[d.DriverID]
 		if !ok {

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/kverbs"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -107,7 +108,7 @@ func fromBE64(v uint64) uint64 {
 // twin's ibv_query_device); a driver goverbs has no provider for gets
 // "%d.%d.%d", the form most rdma-core providers print.
 func fwVersion(v uint64, driver uint32) string {
-	if drv, ok := providers[driver]; ok {
+	if drv, ok := provider.Lookup(driver); ok {
 		return drv.FWVersion(v)
 	}
 	return fmt.Sprintf("%d.%d.%d", (v>>32)&0xffff, (v>>16)&0xffff, v&0xffff)

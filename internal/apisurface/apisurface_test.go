@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/printer"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,14 +29,6 @@ var targets = []struct{ goos, goarch string }{
 	{"darwin", "arm64"},
 	{"darwin", "amd64"},
 	{"windows", "amd64"},
-}
-
-// exempt are public packages allowed to differ, and why.
-var exempt = map[string]string{
-	// A provider's exported methods take and return internal types
-	// (kverbs, transport, internal/provider) that exist on Linux only;
-	// only uverbs calls them, and no user can name their arguments.
-	"provider/": "provider implementations are Linux-only plumbing behind uverbs",
 }
 
 func TestSameAPIEverywhere(t *testing.T) {
@@ -59,6 +52,29 @@ func TestSameAPIEverywhere(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProvidersExportNothing holds the providers sealed, as database/sql
+// drivers are: each registers an unexported driver with internal/provider
+// in its init, and exports nothing on any target, so that no change inside
+// one changes goverbs' API.
+func TestProvidersExportNothing(t *testing.T) {
+	root := moduleRoot(t)
+	var n int
+	for _, rel := range publicDirs(t, root) {
+		if !strings.HasPrefix(rel, "provider/") {
+			continue
+		}
+		n++
+		for _, tg := range targets {
+			if api, _ := surface(t, filepath.Join(root, rel), tg.goos, tg.goarch); len(api) != 0 {
+				t.Errorf("%s exports %v on %s/%s; a provider exports nothing (internal/provider holds what is shared)", rel, slices.Sorted(maps.Keys(api)), tg.goos, tg.goarch)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no providers found under provider/")
 	}
 }
 
@@ -130,19 +146,13 @@ func moduleRoot(t *testing.T) string {
 }
 
 // publicDirs lists the module's directories, relative to root, that hold
-// importable packages: not internal, not testdata, not exempt.
+// importable packages: not internal, not testdata.
 func publicDirs(t *testing.T, root string) []string {
 	t.Helper()
 	var dirs []string
-next:
 	for _, rel := range packageDirs(t, root) {
 		if rel == "." || slices.Contains(strings.Split(rel, "/"), "internal") {
 			continue
-		}
-		for prefix := range exempt {
-			if strings.HasPrefix(rel+"/", prefix) {
-				continue next
-			}
 		}
 		dirs = append(dirs, rel)
 	}

@@ -4,6 +4,8 @@
 // out of the kernel, mmap offsets, rings, doorbells) stays behind them,
 // so uverbs and cq never learn a provider's layout.
 //
-// uverbs picks the provider by the device's driver id, from a table that
-// imports each provider directly: no registration, no blank imports.
+// Each provider registers an unexported Driver for its driver id in its
+// init (Register), as a database/sql driver does; uverbs imports every
+// provider for that alone and picks one by the device's driver id
+// (Lookup).
 package provider

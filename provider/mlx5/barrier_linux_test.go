@@ -31,7 +31,7 @@ func TestOpenRefuses(t *testing.T) {
 	defer func() { archRefusal = nil }()
 
 	_, conn, fd := modelConn(t)
-	pc, kc, err := Driver{}.Open(conn, fd)
+	pc, kc, err := driver{}.Open(conn, fd)
 	if err == nil {
 		closeAsync(kc)
 		pc.Close()

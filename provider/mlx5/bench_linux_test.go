@@ -17,7 +17,7 @@ import (
 // per WQE, the figures [F] compares. The device's side of each step (a
 // CQE written, a WQE consumed) is outside the timer where it can be.
 
-func benchRig(b *testing.B) (*context, *CQ, *QP) {
+func benchRig(b *testing.B) (*context, *completionQueue, *queuePair) {
 	c, _ := testCtx(b)
 	q := testCQ(b, c, 1024, 64)
 	qp := testQP(b, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1})
@@ -110,14 +110,14 @@ func BenchmarkMlx5PollRecvCQE(b *testing.B) {
 
 // drainBench fills q's ring with send completions of one QP and drains it
 // with poll in batches, once per iteration, timing the drains only.
-func drainBench(b *testing.B, q *CQ, batch int, poll func([]cq.WC) int) {
+func drainBench(b *testing.B, q *completionQueue, batch int, poll func([]cq.WC) int) {
 	drainBenchOf(b, q, batch, poll, func(i uint32) cqeFields {
 		return cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(i)}
 	})
 }
 
 // drainBenchOf is drainBench with the CQEs that fields(i) describes.
-func drainBenchOf(b *testing.B, q *CQ, batch int, poll func([]cq.WC) int, fields func(i uint32) cqeFields) {
+func drainBenchOf(b *testing.B, q *completionQueue, batch int, poll func([]cq.WC) int, fields func(i uint32) cqeFields) {
 	wcs := make([]cq.WC, batch)
 	b.ReportAllocs()
 	var took time.Duration
@@ -222,7 +222,7 @@ func BenchmarkMlx5PostSendUD(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			c, _ := testCtx(b)
 			qp := testQP(b, c, uapi.IB_UVERBS_QPT_UD, kverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
-			ah := &provider.AHRef{AH: &AH{}}
+			ah := &provider.AHRef{AH: &addressHandle{}}
 			wrs := make([]provider.SendWR, batch)
 			for i := range wrs {
 				wrs[i] = provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled,
@@ -251,7 +251,7 @@ func BenchmarkMlx5PostSendAtomic(b *testing.B) {
 
 // postBench posts wrs, one doorbell for them all, until b.N requests are
 // posted; the device "consumes" each batch at once.
-func postBench(b *testing.B, qp *QP, wrs []provider.SendWR) {
+func postBench(b *testing.B, qp *queuePair, wrs []provider.SendWR) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += len(wrs) {

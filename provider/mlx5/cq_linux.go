@@ -22,7 +22,7 @@ import (
 // unless told otherwise; the poll path handles 128 too.
 const cqeBytes = 64
 
-// CQ is an mlx5 completion queue: a ring of CQEs in our memory that the
+// completionQueue is an mlx5 completion queue: a ring of CQEs in our memory that the
 // device writes and Poll reads, a doorbell record that tells the device
 // how far we have read, and a UAR doorbell that arms it. Polling and
 // arming make no syscall.
@@ -33,7 +33,7 @@ const cqeBytes = 64
 // unmapped while a PollRing may read it: Destroy, Release and Resize
 // retire it (retire), and the retired memory is given back only once
 // nothing can reach it.
-type CQ struct {
+type completionQueue struct {
 	ctx    *context
 	handle uint32
 	cqn    uint32
@@ -61,7 +61,7 @@ type CQ struct {
 	look qpLookup
 }
 
-var _ provider.Ring = (*CQ)(nil) // uverbs hands it to cq.CQ.Poll (cqBackend.Ring)
+var _ provider.Ring = (*completionQueue)(nil) // uverbs hands it to cq.CQ.Poll (cqBackend.Ring)
 
 // cqRing is what PollRing reads of a CQ's ring without the lock: where
 // the CQEs are, how many, how big, and the consumer index. It is made
@@ -118,7 +118,7 @@ func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
 	if r.CQE >= 1<<24 {
 		return nil, fmt.Errorf("a CQ of %d entries, mlx5 takes at most %d: %w", r.CQE, 1<<24-1, unix.EINVAL)
 	}
-	q := &CQ{ctx: c, cqeSize: cqeBytes}
+	q := &completionQueue{ctx: c, cqeSize: cqeBytes}
 	if err := q.alloc(roundPow2(r.CQE + 1)); err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
 }
 
 // alloc sets up a ring of n CQEs (a power of two), every one invalid.
-func (q *CQ) alloc(n uint32) error {
+func (q *completionQueue) alloc(n uint32) error {
 	r, err := newRing(n, q.cqeSize)
 	if err != nil {
 		return err
@@ -162,7 +162,7 @@ func (q *CQ) alloc(n uint32) error {
 
 // use makes r the CQ's ring, for Poll and for PollRing, with the
 // consumer index where it is.
-func (q *CQ) use(r *cqRing) {
+func (q *completionQueue) use(r *cqRing) {
 	q.buf, q.ring, q.ncqe, q.lgNCQE = r.mem, r.cqe0, r.mask+1, r.lg
 	q.cur = r
 	r.ci.Store(q.ci)
@@ -184,13 +184,13 @@ func roundPow2(n uint32) uint32 {
 }
 
 // Handle returns the kernel handle.
-func (q *CQ) Handle() uint32 { return q.handle }
+func (q *completionQueue) Handle() uint32 { return q.handle }
 
 // Size returns the number of CQEs the CQ holds.
-func (q *CQ) Size() int { return int(q.ncqe - 1) }
+func (q *completionQueue) Size() int { return int(q.ncqe - 1) }
 
 // cqe returns the 64-byte CQE at index i of the ring.
-func (q *CQ) cqe(i uint32) *cqe64 {
+func (q *completionQueue) cqe(i uint32) *cqe64 {
 	return (*cqe64)(unsafe.Add(q.ring, uintptr(i&(q.ncqe-1))*uintptr(q.cqeSize)))
 }
 
@@ -217,7 +217,7 @@ func mine(oo uint8, i, lg uint32) bool {
 
 // owned reports whether the CQE at index i is ours (mine), fenced so
 // that the rest of it is read after its owner bit.
-func (q *CQ) owned(i uint32) (*cqe64, bool) {
+func (q *completionQueue) owned(i uint32) (*cqe64, bool) {
 	c := q.cqe(i)
 	if !mine(opOwn(c), i, q.lgNCQE) {
 		return nil, false
@@ -236,7 +236,7 @@ func (q *CQ) owned(i uint32) (*cqe64, bool) {
 // retired in between: the retired memory reads as zeros, which may look
 // empty or not, so a ring that is no longer live is polled under the
 // lock, which sees the CQ as it is.
-func (q *CQ) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
+func (q *completionQueue) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	if e := l.Err(); e != nil {
 		if l.Draining() { // an overrun: what the ring holds comes first
 			return q.drain(wcs, l)
@@ -263,7 +263,7 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 // drain is PollRing on a CQ that overran (cqseam.RingLock.Draining): it
 // hands out the completions the ring still holds, under the lock, and
 // the overrun's error once it finds the ring empty.
-func (q *CQ) drain(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
+func (q *completionQueue) drain(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	l.Lock()
 	defer l.Unlock()
 	if !l.Draining() {
@@ -289,7 +289,7 @@ func (q *CQ) drain(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 // instructions again. What is called is off the common path: the
 // decoding of anything but a requester's CQE (decodeCQE) and the lookup
 // of a QP that is not the run's (qpLookup.findNext).
-func (q *CQ) Poll(wcs []cq.WC) int {
+func (q *completionQueue) Poll(wcs []cq.WC) int {
 	n := 0
 	ci := q.ci
 	qps := &q.look
@@ -361,9 +361,9 @@ func (q *CQ) Poll(wcs []cq.WC) int {
 // when the batch goes on to another QP or ends (flush): one atomic store
 // a run, not one a CQE.
 type qpLookup struct {
-	m      *map[uint32]*QP
+	m      *map[uint32]*queuePair
 	key    uint32
-	last   *QP
+	last   *queuePair
 	sqTail uint32 // last's new send queue tail, if sqSet
 	sqSet  bool
 	rqDone uint32 // receives of last completed, not yet added to its tail
@@ -371,7 +371,7 @@ type qpLookup struct {
 
 // find returns the QP of key. The run's own QP is found inline; another
 // goes through findNext.
-func (l *qpLookup) find(key uint32) *QP {
+func (l *qpLookup) find(key uint32) *queuePair {
 	if l.last != nil && l.key == key {
 		return l.last
 	}
@@ -379,7 +379,7 @@ func (l *qpLookup) find(key uint32) *QP {
 }
 
 // findNext ends the run of l.last (flush) and looks key up in the table.
-func (l *qpLookup) findNext(key uint32) *QP {
+func (l *qpLookup) findNext(key uint32) *queuePair {
 	l.flush()
 	if l.m == nil {
 		return nil
@@ -407,14 +407,14 @@ func (l *qpLookup) flush() {
 }
 
 // setCI tells the device how far the ring has been read, and PollRing.
-func (q *CQ) setCI() {
+func (q *completionQueue) setCI() {
 	release.Store32(&q.cur.ci, q.ci) // only the locked side stores it
 	storeBE32(unsafe.Add(q.db, dbrecSetCI), q.ci&0xffffff)
 }
 
 // ReqNotify arms the CQ: the arm word goes to the doorbell record, then,
 // fenced on both sides, in one 8-byte store to the UAR page with the CQN.
-func (q *CQ) ReqNotify(solicitedOnly bool) error {
+func (q *completionQueue) ReqNotify(solicitedOnly bool) error {
 	cmd := uint32(cqDBReqNot)
 	if solicitedOnly {
 		cmd = cqDBReqNotSol
@@ -429,18 +429,18 @@ func (q *CQ) ReqNotify(solicitedOnly bool) error {
 
 // EventRead advances the arm sequence number: the device ignores an arm
 // that does not carry the number of events read so far.
-func (q *CQ) EventRead() { q.armSN++ }
+func (q *completionQueue) EventRead() { q.armSN++ }
 
 // ArmNeedsEventsRead is true: an arm made after the device raised an
 // event and before EventRead counted it carries the sequence number the
 // event used up, and the device ignores it (rdma-core counts at
 // ibv_get_cq_event, mlx5_cq_event, as EventRead does).
-func (q *CQ) ArmNeedsEventsRead() bool { return true }
+func (q *completionQueue) ArmNeedsEventsRead() bool { return true }
 
 // Resize moves the CQ to a ring of at least n entries. The device ends
 // the old ring with a resize CQE; the completions before it are copied to
 // the new ring, where the device goes on.
-func (q *CQ) Resize(n int) (int, error) {
+func (q *completionQueue) Resize(n int) (int, error) {
 	if n <= 0 || n >= 1<<24 {
 		return q.Size(), fmt.Errorf("%d entries: %w", n, unix.EINVAL)
 	}
@@ -475,7 +475,7 @@ func (q *CQ) Resize(n int) (int, error) {
 // A device that wrote no resize CQE (which a correct one never does) still
 // writes to fresh: moveTo then moves to it all the same, as rdma-core
 // does, with what the old ring held left behind, and says so.
-func (q *CQ) moveTo(fresh *cqRing) error {
+func (q *completionQueue) moveTo(fresh *cqRing) error {
 	i := q.ci
 	for {
 		c, ok := q.owned(i)
@@ -502,7 +502,7 @@ func (q *CQ) moveTo(fresh *cqRing) error {
 }
 
 // switchTo publishes fresh as the CQ's ring and retires the old one.
-func (q *CQ) switchTo(fresh *cqRing) {
+func (q *completionQueue) switchTo(fresh *cqRing) {
 	old := q.cur
 	q.use(fresh)
 	retire(old) // a PollRing may still be reading it
@@ -510,7 +510,7 @@ func (q *CQ) switchTo(fresh *cqRing) {
 }
 
 // held counts the completions in the ring now.
-func (q *CQ) held() int {
+func (q *completionQueue) held() int {
 	n := 0
 	for i := q.ci; n < int(q.ncqe); i++ {
 		if _, ok := q.owned(i); !ok {
@@ -527,7 +527,7 @@ func (q *CQ) held() int {
 // then the consumer index passes the freed slots. The receive WQEs that
 // removed completions of a QP on srq name go back to srq's free list, as
 // polling them would have sent them.
-func (q *CQ) clean(key uint32, srq *SRQ) {
+func (q *completionQueue) clean(key uint32, srq *sharedRecvQueue) {
 	prod := q.ci + uint32(q.held())
 	freed := uint32(0)
 	for i := prod; i != q.ci; {
@@ -557,13 +557,13 @@ func (q *CQ) clean(key uint32, srq *SRQ) {
 }
 
 // slot returns the whole slot (64 or 128 bytes) of index i.
-func (q *CQ) slot(i uint32) []byte {
+func (q *completionQueue) slot(i uint32) []byte {
 	off := uintptr(i&(q.ncqe-1)) * uintptr(q.cqeSize)
 	return q.buf[off : off+uintptr(q.cqeSize)]
 }
 
 // Destroy destroys the CQ in the kernel, then gives its ring back.
-func (q *CQ) Destroy() (kverbs.Events, error) {
+func (q *completionQueue) Destroy() (kverbs.Events, error) {
 	ev, err := kverbs.DestroyCQ(q.ctx.conn, q.handle)
 	if err != nil {
 		return ev, err
@@ -575,7 +575,7 @@ func (q *CQ) Destroy() (kverbs.Events, error) {
 // Release gives the ring back (retire) and frees the doorbell record.
 // PollRing may run after it, and reads the CQ as empty; so does Poll,
 // which finds releasedCQE at every index.
-func (q *CQ) Release() {
+func (q *completionQueue) Release() {
 	if q.buf == nil {
 		return
 	}

@@ -4,6 +4,13 @@
 // twin behind the same seam (internal/provider), so package cq and
 // package uverbs work unchanged on either.
 //
+// Like a database/sql driver, the package exports nothing and there is
+// nothing to call: it registers itself with goverbs' provider seam
+// (internal/provider) for RDMA_DRIVER_MLX5 when it is initialised, and
+// uverbs, which imports it, selects it for every device whose driver id
+// (from RDMA netlink) is RDMA_DRIVER_MLX5. A program that imports uverbs
+// has it.
+//
 // What it owns:
 //
 //   - Context: GET_CONTEXT with mlx5 driver data, asking for dynamic UARs
@@ -42,7 +49,7 @@
 // util/udma_barrier.h maps them (the table in mmio.go) and pinned by a
 // test that disassembles cross-built binaries; on s390x, 32-bit arm and
 // mips, where goverbs knows no barriers or UAR store to stand behind,
-// Open refuses with an error wrapping ErrNotSupported. The doorbell
+// opening a ConnectX fails with an error wrapping ErrNotSupported. The doorbell
 // records are ordinary memory, ordered with sync/atomic. Every
 // multi-byte field the device sees is big-endian.
 //
@@ -50,10 +57,12 @@
 // driver and the HCA in-process, and the conformance suite runs against
 // it (make model).
 //
-// # No compatibility promise
+// # Environment
 //
-// Users never import it: uverbs picks it for devices whose driver id is
-// RDMA_DRIVER_MLX5. Its exported names are the provider seam
-// (internal/provider), which changes with goverbs' internals: the package
-// carries no user-facing API and no compatibility promise.
+// GOVERBS_MLX5_UAR picks the UARs a context asks for: "dynamic" (kernel
+// ≥ 5.8; the open fails without them), "static" (the registers the kernel
+// maps at context creation, as before 5.8), or unset (any other value
+// counts as unset): dynamic where the kernel grants them, else static, as
+// rdma-core does. The hardware checklist (internal/cmd/hwcheck) sets it
+// to prove both kinds on one kernel.
 package mlx5

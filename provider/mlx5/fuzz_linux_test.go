@@ -35,7 +35,7 @@ func FuzzPoll(f *testing.F) {
 		ud.key = 9
 		c.setQP(testUIDX, rc)
 		c.setQP(9, ud)
-		for _, qp := range []*QP{rc, ud} {
+		for _, qp := range []*queuePair{rc, ud} {
 			for i := range qp.sq.wrid {
 				qp.sq.wrid[i], qp.sq.wqeHead[i] = uint64(qp.key)<<32|1<<16|uint64(i), uint32(i)
 			}
@@ -66,7 +66,7 @@ func FuzzPoll(f *testing.F) {
 				t.Fatalf("CQE %d (op_own %#x) consumed but not software-owned", i, oo)
 			}
 			key := binary.BigEndian.Uint32(e[unsafe.Offsetof(off.SrqnUIDX):]) & 0xffffff
-			var qp *QP
+			var qp *queuePair
 			switch key {
 			case testUIDX:
 				qp = rc
@@ -137,11 +137,11 @@ func FuzzPostSend(f *testing.F) {
 		}
 		defer payload.free()
 		base := uint64(uintptr(payload.ptr()))
-		ah := &AH{}
+		ah := &addressHandle{}
 		for i := range ah.av {
 			ah.av[i] = byte(i * 7)
 		}
-		ahs := []*provider.AHRef{nil, {AH: otherAH{}}, {AH: ah}, {AH: &AH{}}}
+		ahs := []*provider.AHRef{nil, {AH: otherAH{}}, {AH: ah}, {AH: &addressHandle{}}}
 		sendfuzz.Batches(data[2:], base, ahs, func(last int, wrs []provider.SendWR, consume bool) {
 			p.post(t, fmt.Sprintf("the batch ending with request %d", last), wrs)
 			if consume {

@@ -16,26 +16,21 @@ import (
 	"github.com/goverbs/goverbs/uapi"
 )
 
-// Driver is the mlx5 provider (ConnectX-4 and later).
-type Driver struct{}
+func init() { provider.Register(uapi.RDMA_DRIVER_MLX5, driver{}) }
+
+// driver is the mlx5 provider (ConnectX-4 and later), registered for
+// RDMA_DRIVER_MLX5.
+type driver struct{}
 
 // Name returns "mlx5".
-func (Driver) Name() string { return "mlx5" }
+func (driver) Name() string { return "mlx5" }
 
 // FWVersion formats fw_ver as rdma-core's mlx5 provider does
 // (providers/mlx5/verbs.c, mlx5_query_device_ex: "%d.%d.%04d", the sub-minor padded to four
 // digits: "16.35.2000", "22.31.0100").
-func (Driver) FWVersion(v uint64) string {
+func (driver) FWVersion(v uint64) string {
 	return fmt.Sprintf("%d.%d.%04d", (v>>32)&0xffff, (v>>16)&0xffff, v&0xffff)
 }
-
-// EnvUAR names the environment variable that picks the UARs a context
-// asks for, for the hardware checklist (internal/cmd/hwcheck) to prove
-// both kinds on one kernel: "dynamic" (kernel ≥ 5.8; the open fails
-// without them), "static" (the registers the kernel maps at context
-// creation, as before 5.8), or unset: dynamic where the kernel grants
-// them, else static, as rdma-core does.
-const EnvUAR = "GOVERBS_MLX5_UAR"
 
 // What GET_CONTEXT asks for without dynamic UARs, as rdma-core does.
 const (
@@ -48,7 +43,7 @@ const (
 // Open creates the ucontext with the mlx5 driver data, asking for dynamic
 // UARs (kernel ≥ 5.8) and falling back to the static UARs a kernel maps
 // at context creation; then maps the UAR that takes CQ arm doorbells.
-func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Context, error) {
+func (driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Context, error) {
 	// A GOARCH with no device barriers that goverbs can stand behind
 	// (mmio_other.go) gets no ConnectX, rather than a guessed fence.
 	if archRefusal != nil {
@@ -65,7 +60,7 @@ func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Conte
 		MaxCQEVersion:       maxCQEVersion,
 		LibCaps:             uapi.MLX5_LIB_CAP_4K_UAR | uapi.MLX5_LIB_CAP_DYN_UAR,
 	}
-	mode := os.Getenv(EnvUAR)
+	mode := os.Getenv(provider.EnvMLX5UAR)
 	var kc kverbs.Context
 	err := error(unix.EOPNOTSUPP)
 	if mode != "static" {
@@ -90,7 +85,7 @@ func (Driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Conte
 	if mode == "dynamic" && !c.dynamic {
 		c.Close()
 		closeAsync(kc)
-		return nil, kc, fmt.Errorf("%s=dynamic: the kernel gave static UARs (%d registers): %w", EnvUAR, c.resp.TotBfregs, unix.EOPNOTSUPP)
+		return nil, kc, fmt.Errorf("%s=dynamic: the kernel gave static UARs (%d registers): %w", provider.EnvMLX5UAR, c.resp.TotBfregs, unix.EOPNOTSUPP)
 	}
 	if err := c.mapUARs(); err != nil {
 		c.Close()
@@ -126,10 +121,10 @@ type context struct {
 	// qps finds a QP from a CQE: by user index (cqe_version 1) or QPN.
 	// Poll reads it with one atomic load; creating and destroying QPs
 	// replace it.
-	qps     atomic.Pointer[map[uint32]*QP]
+	qps     atomic.Pointer[map[uint32]*queuePair]
 	qpMu    sync.Mutex
-	nextIdx uint32          // guarded by qpMu: the next user index to try
-	srqs    map[uint32]*SRQ // guarded by qpMu: SRQs by kernel handle, for CreateQP
+	nextIdx uint32                      // guarded by qpMu: the next user index to try
+	srqs    map[uint32]*sharedRecvQueue // guarded by qpMu: SRQs by kernel handle, for CreateQP
 }
 
 // uarPage is a mapped UAR page and what the kernel calls it.
@@ -219,10 +214,10 @@ func (c *context) Close() error {
 func (c *context) Release() { c.dbs.release() }
 
 // setQP publishes a QP under key (nil: forgets it).
-func (c *context) setQP(key uint32, q *QP) {
+func (c *context) setQP(key uint32, q *queuePair) {
 	c.qpMu.Lock()
 	defer c.qpMu.Unlock()
-	m := map[uint32]*QP{}
+	m := map[uint32]*queuePair{}
 	if old := c.qps.Load(); old != nil {
 		for k, v := range *old {
 			m[k] = v

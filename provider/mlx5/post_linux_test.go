@@ -41,7 +41,7 @@ func TestPostSendPlainRuns(t *testing.T) {
 	cp := kverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 4, MaxSendSGE: 4, MaxRecvSGE: 1, MaxInlineData: 60}
 	ahs := []*provider.AHRef{nil, {AH: otherAH{}}}
 	for range 3 {
-		ah := &AH{}
+		ah := &addressHandle{}
 		for i := range ah.av {
 			ah.av[i] = byte(rand.Uint32())
 		}
@@ -123,14 +123,14 @@ func TestPostSendPlainRuns(t *testing.T) {
 // postPair is two QPs of one type for the differential post tests: fast
 // as PostSend posts, checked made to take postOneSend's checked path for
 // every request.
-type postPair struct{ fast, checked *QP }
+type postPair struct{ fast, checked *queuePair }
 
 // newPostPair makes a postPair of type typ, signaling every request or not.
 func newPostPair(t testing.TB, typ uint8, sigAll bool, cp kverbs.QPCap) postPair {
 	c, _ := testCtx(t)
 	p := postPair{testQP(t, c, typ, cp), testQP(t, c, typ, cp)}
 	p.checked.plainOps, p.checked.fastOps, p.checked.atomics = 0, 0, 0
-	for _, q := range []*QP{p.fast, p.checked} {
+	for _, q := range []*queuePair{p.fast, p.checked} {
 		q.sigAll = sigAll
 		if sigAll {
 			q.sigFlag = ctrlCQUpdate
@@ -199,7 +199,7 @@ func (otherAH) Destroy() error { return nil }
 
 // wqeBytes returns a copy of the send WQE at basic block index at, as many
 // 16-byte segments as its ctrl segment says, across the ring's end.
-func wqeBytes(q *QP, at uint32) []byte {
+func wqeBytes(q *queuePair, at uint32) []byte {
 	ring := q.sq.mem
 	off := int(at&(q.sq.wqeCnt-1)) * sendWQEBB
 	ds := int(ring[off+ctrlQPNDS+3] & 0x3f)

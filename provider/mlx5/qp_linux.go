@@ -77,11 +77,11 @@ func (r *recvQueue) completeRecv(ctr uint16) uint64 {
 	return r.wrid[uint32(ctr)&(r.wqeCnt-1)]
 }
 
-// QP is an mlx5 queue pair. Posting writes WQEs into its buffer and rings
+// queuePair is an mlx5 queue pair. Posting writes WQEs into its buffer and rings
 // the doorbell: the doorbell record, then (for sends) an 8-byte store of
 // the last WQE's first bytes to the UAR's blue-flame register. No
 // syscall.
-type QP struct {
+type queuePair struct {
 	ctx      *context
 	k        kverbs.QP
 	typ      uint8
@@ -91,8 +91,8 @@ type QP struct {
 	ovh      int // header bytes before the data
 	sq       sendQueue
 	rq       recvQueue
-	srq      *SRQ // where its receives come from, if it has no receive queue of its own
-	gone     bool // a destroyed QP's stand-in in the context's table (ghostOf)
+	srq      *sharedRecvQueue // where its receives come from, if it has no receive queue of its own
+	gone     bool             // a destroyed QP's stand-in in the context's table (ghostOf)
 	buf      dmaBuf
 	db       unsafe.Pointer
 	bf       unsafe.Pointer // the blue-flame register rung with 8 bytes
@@ -107,7 +107,7 @@ type QP struct {
 // CreateQP sizes and allocates the queues, then creates the QP in the
 // kernel with their addresses, its user index and its UAR page.
 func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
-	var srq *SRQ
+	var srq *sharedRecvQueue
 	want := r.Cap
 	if r.HasSRQ {
 		// A QP on an SRQ has no receive queue: its buffer is the send
@@ -157,8 +157,8 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 }
 
 // newQP sizes and allocates a QP's queues and doorbell record.
-func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) {
-	q := &QP{ctx: c, typ: typ, sigAll: sigAll, plainOps: provider.PlainSendOps(typ)}
+func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*queuePair, error) {
+	q := &queuePair{ctx: c, typ: typ, sigAll: sigAll, plainOps: provider.PlainSendOps(typ)}
 	switch q.fastOps = q.plainOps; typ {
 	case uapi.IB_UVERBS_QPT_RC:
 		q.atomics = atomicOps
@@ -199,7 +199,7 @@ func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*QP, error) 
 
 // size works out the queue geometry for the capabilities asked, and what
 // the QP can then do, within the device's limits.
-func (q *QP) size(want kverbs.QPCap, dev *uapi.Mlx5IBAllocUcontextResp) error {
+func (q *queuePair) size(want kverbs.QPCap, dev *uapi.Mlx5IBAllocUcontextResp) error {
 	if want.MaxRecvWR > 0 {
 		gs := max(want.MaxRecvSGE, 1)
 		stride := roundPow2(gs * dataSize)
@@ -244,7 +244,7 @@ func alignUp(n, a int) int { return (n + a - 1) &^ (a - 1) }
 // findBF finds the blue-flame register the QP's send doorbells go to: in
 // the dynamic UAR page the QP was created on, or in the static page of
 // the register the kernel picked.
-func (q *QP) findBF(index uint32) error {
+func (q *queuePair) findBF(index uint32) error {
 	c := q.ctx
 	if c.dynamic {
 		q.bf = unsafe.Add(c.qpUAR.base, bfOffset)
@@ -259,13 +259,13 @@ func (q *QP) findBF(index uint32) error {
 }
 
 // Handle returns the kernel handle.
-func (q *QP) Handle() uint32 { return q.k.Handle }
+func (q *queuePair) Handle() uint32 { return q.k.Handle }
 
 // QPN returns the QP number.
-func (q *QP) QPN() uint32 { return q.k.QPN }
+func (q *queuePair) QPN() uint32 { return q.k.QPN }
 
 // Cap returns what the QP's queues hold.
-func (q *QP) Cap() kverbs.QPCap { return q.k.Cap }
+func (q *queuePair) Cap() kverbs.QPCap { return q.k.Cap }
 
 // wqeOpcode maps a work request opcode to the device's.
 var wqeOpcode = [32]uint8{
@@ -290,7 +290,7 @@ var wqeOpcode = [32]uint8{
 // one general writer for every request takes 12.0 ns a plain send (10.1
 // here), 20.2 an 8-byte inline send (17.4), 17.0 a UD send (14.2) and
 // 13.4 an atomic (8.0).
-func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
+func (q *queuePair) PostSend(wrs []provider.SendWR) (int, error) {
 	var err error
 	n := 0
 	for {
@@ -325,7 +325,7 @@ func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
 // makes no call but to copy inline data, and writes the segments a 64-bit
 // store at a time: Go keeps nothing in registers across a call, so a call
 // a request would cost its arguments, a frame and reloads.
-func (q *QP) postPlain(wrs []provider.SendWR) int {
+func (q *queuePair) postPlain(wrs []provider.SendWR) int {
 	sq := &q.sq
 	for n := range wrs {
 		wr := &wrs[n]
@@ -341,9 +341,9 @@ func (q *QP) postPlain(wrs []provider.SendWR) int {
 		if q.ud {
 			// The datagram segment: the AH's address vector, with the
 			// request's Q_Key and destination QP.
-			var ah *AH
+			var ah *addressHandle
 			if wr.AH != nil {
-				ah, _ = wr.AH.AH.(*AH)
+				ah, _ = wr.AH.AH.(*addressHandle)
 			}
 			if ah == nil || ctrlSize+avSize > room {
 				return n // postOneSend refuses it, or wraps it
@@ -423,7 +423,7 @@ func (q *QP) postPlain(wrs []provider.SendWR) int {
 // raddr, atomic and one data segment, to which the device writes the
 // 8-byte original value) is one basic block, so it never passes the
 // ring's end; and a QP takes at least one SGE (size).
-func (q *QP) postAtomics(wrs []provider.SendWR) int {
+func (q *queuePair) postAtomics(wrs []provider.SendWR) int {
 	sq := &q.sq
 	for n := range wrs {
 		wr := &wrs[n]
@@ -545,7 +545,7 @@ var ctrlFlags = func() (t [8]uint8) {
 // The fence after the store, which rdma-core also takes, empties the
 // CPU's write-combining buffer before the QP's lock is given back, so two
 // doorbells of one QP reach the device in order.
-func (q *QP) ringSend() {
+func (q *queuePair) ringSend() {
 	if raceBuild {
 		q.sq.pub.Store(q.sq.head)
 	}
@@ -560,7 +560,7 @@ func (q *QP) ringSend() {
 // request (an opcode of provider.PlainSendOps, no inline data, at most
 // the QP's SGEs) is checked here, its length as its data segments are
 // written; anything else by provider.CheckSend first.
-func (q *QP) postOneSend(wr *provider.SendWR) error {
+func (q *queuePair) postOneSend(wr *provider.SendWR) error {
 	inline := wr.Flags&provider.SendInline != 0
 	var length uint64
 	if q.plainOps>>wr.Opcode&1 == 0 || inline || uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
@@ -569,10 +569,10 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 			return err
 		}
 	}
-	var ah *AH
+	var ah *addressHandle
 	if q.ud {
 		if wr.AH != nil {
-			ah, _ = wr.AH.AH.(*AH)
+			ah, _ = wr.AH.AH.(*addressHandle)
 		}
 		if ah == nil {
 			return fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
@@ -666,7 +666,7 @@ func putRaddr(s []byte, addr uint64, rkey uint32) {
 
 // PostRecv writes each request into the receive queue, then publishes
 // the new head in the doorbell record; the device needs no MMIO write.
-func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
+func (q *queuePair) PostRecv(wrs []provider.RecvWR) (int, error) {
 	rq := &q.rq
 	if rq.wqeCnt == 0 {
 		if q.srq != nil {
@@ -720,8 +720,8 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 // CleanCQ takes the QP's completions out of a CQ's ring (the QP was
 // reset): the others move up over them, in order, and the consumer index
 // passes the freed slots. It runs exclusive of the CQ's Poll.
-func (q *QP) CleanCQ(pc provider.CQ) {
-	c, ok := pc.(*CQ)
+func (q *queuePair) CleanCQ(pc provider.CQ) {
+	c, ok := pc.(*completionQueue)
 	if !ok || c.buf == nil {
 		return
 	}
@@ -729,7 +729,7 @@ func (q *QP) CleanCQ(pc provider.CQ) {
 }
 
 // Reset starts the QP's queues over, as the device does at RESET.
-func (q *QP) Reset() {
+func (q *queuePair) Reset() {
 	if q.buf == nil {
 		return
 	}
@@ -742,7 +742,7 @@ func (q *QP) Reset() {
 }
 
 // Destroy destroys the QP in the kernel, then frees its queues.
-func (q *QP) Destroy() (uint32, error) {
+func (q *queuePair) Destroy() (uint32, error) {
 	ev, err := kverbs.DestroyQP(q.ctx.conn, q.k.Handle)
 	if err != nil {
 		return ev, err
@@ -753,11 +753,11 @@ func (q *QP) Destroy() (uint32, error) {
 
 // Release forgets the QP and frees its queues. A QP on an SRQ leaves a
 // stand-in in the table (ghostOf).
-func (q *QP) Release() {
+func (q *queuePair) Release() {
 	if q.buf == nil {
 		return
 	}
-	var ghost *QP
+	var ghost *queuePair
 	if q.srq != nil {
 		ghost = ghostOf(q)
 	}
@@ -771,19 +771,21 @@ func (q *QP) Release() {
 // under the CQ's lock, which the provider cannot take there). Poll finds
 // the stand-in, frees the WQE and reports nothing. It stays until its key
 // is reused or its SRQ released.
-func ghostOf(q *QP) *QP { return &QP{ctx: q.ctx, key: q.key, srq: q.srq, gone: true} }
+func ghostOf(q *queuePair) *queuePair {
+	return &queuePair{ctx: q.ctx, key: q.key, srq: q.srq, gone: true}
+}
 
 // dropStale consumes a completion c of a destroyed QP (q is its stand-in):
 // a receive's SRQ WQE is free again.
 //
 //go:noinline
-func (q *QP) dropStale(c *cqe64) {
+func (q *queuePair) dropStale(c *cqe64) {
 	if !c.sendSide() && c.opcode() != cqeResizeCQ {
 		q.srq.complete(c.wqeCounter())
 	}
 }
 
-func (q *QP) free() {
+func (q *queuePair) free() {
 	q.buf.free()
 	q.buf = nil
 	if q.db != nil {
@@ -871,9 +873,9 @@ func userBytes(addr uint64, length uint32) []byte {
 	return unsafe.Slice((*byte)(p), length)
 }
 
-// AH is an mlx5 address handle: the address vector that UD send WQEs
+// addressHandle is an mlx5 address handle: the address vector that UD send WQEs
 // carry, built once here, with the destination MAC the kernel resolved.
-type AH struct {
+type addressHandle struct {
 	ctx    *context
 	handle uint32
 	av     [avSize]byte
@@ -887,7 +889,7 @@ func (c *context) CreateAH(pd uint32, userHandle uint64, attr *provider.AHAttr) 
 	if err != nil {
 		return nil, err
 	}
-	a := &AH{ctx: c, handle: h}
+	a := &addressHandle{ctx: c, handle: h}
 	buildAV(&a.av, attr, resp.Dmac)
 	return a, nil
 }
@@ -909,7 +911,7 @@ func buildAV(av *[avSize]byte, attr *provider.AHAttr, dmac [6]uint8) {
 }
 
 // Handle returns the kernel handle.
-func (a *AH) Handle() uint32 { return a.handle }
+func (a *addressHandle) Handle() uint32 { return a.handle }
 
 // Destroy destroys the address handle.
-func (a *AH) Destroy() error { return kverbs.DestroyAH(a.ctx.conn, a.handle) }
+func (a *addressHandle) Destroy() error { return kverbs.DestroyAH(a.ctx.conn, a.handle) }

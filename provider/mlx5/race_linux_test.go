@@ -160,7 +160,7 @@ func TestPollRingRacesRetire(t *testing.T) {
 // whichever ring it looked at; the model sees nothing wrong.
 func TestPollRingRacesModel(t *testing.T) {
 	d, conn, fd := modelConn(t)
-	pc, kc, err := Driver{}.Open(conn, fd)
+	pc, kc, err := driver{}.Open(conn, fd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestPollRingRacesModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := k.(*CQ)
+		q := k.(*completionQueue)
 		var l cqseam.RingLock
 		closed := errors.New("closed")
 		var wg sync.WaitGroup

@@ -88,9 +88,9 @@ func testCtx(t testing.TB) (*context, []byte) {
 	return c, uar
 }
 
-func testCQ(t testing.TB, c *context, n, size uint32) *CQ {
+func testCQ(t testing.TB, c *context, n, size uint32) *completionQueue {
 	t.Helper()
-	q := &CQ{ctx: c, cqeSize: size, cqn: 0x42}
+	q := &completionQueue{ctx: c, cqeSize: size, cqn: 0x42}
 	if err := q.alloc(n); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func testCQ(t testing.TB, c *context, n, size uint32) *CQ {
 	return q
 }
 
-func testQP(t testing.TB, c *context, typ uint8, cp kverbs.QPCap) *QP {
+func testQP(t testing.TB, c *context, typ uint8, cp kverbs.QPCap) *queuePair {
 	t.Helper()
 	q, err := c.newQP(typ, false, cp)
 	if err != nil {
@@ -534,7 +534,7 @@ func TestCleanCQ(t *testing.T) {
 
 // sendCQE is a requester CQE of the test QP for its send WQE number pi,
 // whose wr_id the test has set to wrid.
-func sendCQE(qp *QP, pi uint32, wrid uint64) cqeFields {
+func sendCQE(qp *queuePair, pi uint32, wrid uint64) cqeFields {
 	idx := pi & (qp.sq.wqeCnt - 1)
 	qp.sq.wrid[idx], qp.sq.wqeHead[idx] = wrid, pi
 	return cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(idx)}
@@ -612,7 +612,7 @@ func TestPollRing(t *testing.T) {
 // pollHeld calls PollRing while the test holds l, as a Close or Resize
 // would: an empty ring must be answered without the lock, or the test
 // fails.
-func pollHeld(t *testing.T, q *CQ, wcs []cq.WC, l *cqseam.RingLock) (int, error) {
+func pollHeld(t *testing.T, q *completionQueue, wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	t.Helper()
 	type result struct {
 		n   int
@@ -829,7 +829,7 @@ func TestPostSendPlainPath(t *testing.T) {
 			checked.plainOps = 0
 			wr := provider.SendWR{WRID: 42, Opcode: op, Flags: provider.SendSignaled, SGL: sgl,
 				Imm: 0x01020304, RemoteAddr: 0xabcd000, RKey: 99}
-			for _, q := range []*QP{plain, checked} {
+			for _, q := range []*queuePair{plain, checked} {
 				if n, err := q.PostSend([]provider.SendWR{wr}); n != 1 || err != nil {
 					t.Fatalf("type %d opcode %d: PostSend = %d, %v", typ, op, n, err)
 				}

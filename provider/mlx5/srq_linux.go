@@ -24,7 +24,7 @@ const (
 	srqMinStride = 32
 )
 
-// SRQ is an mlx5 shared receive queue: a buffer of WQEs linked into a
+// sharedRecvQueue is an mlx5 shared receive queue: a buffer of WQEs linked into a
 // free list by their next segments, a doorbell record holding the count
 // of receives posted, and the wr_ids by WQE index. The device takes the
 // posted WQEs in list order, following each one's next index; a receive
@@ -35,7 +35,7 @@ const (
 // a freed WQE is linked after it, so the device, which has read the
 // next index of every WQE it consumed, never meets a link that changes
 // under it. The SRQ thus holds one receive less than its WQEs.
-type SRQ struct {
+type sharedRecvQueue struct {
 	ctx   *context
 	k     kverbs.SRQ
 	srqn  uint32
@@ -90,8 +90,8 @@ func (c *context) CreateSRQ(r kverbs.SRQReq) (provider.SRQ, error) {
 // and links every WQE into the free list: WQE i to i+1, the last to 0,
 // with the head at 0 and the tail at the last, as the device expects of
 // a new SRQ.
-func (c *context) newSRQ(maxWR, maxSGE uint32) (*SRQ, error) {
-	s := &SRQ{ctx: c}
+func (c *context) newSRQ(maxWR, maxSGE uint32) (*sharedRecvQueue, error) {
+	s := &sharedRecvQueue{ctx: c}
 	if err := s.size(maxWR, maxSGE, &c.resp); err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (c *context) newSRQ(maxWR, maxSGE uint32) (*SRQ, error) {
 
 // size works out the WQE stride and count as mlx5_ib_create_srq does,
 // within the device's limits.
-func (s *SRQ) size(maxWR, maxSGE uint32, dev *uapi.Mlx5IBAllocUcontextResp) error {
+func (s *sharedRecvQueue) size(maxWR, maxSGE uint32, dev *uapi.Mlx5IBAllocUcontextResp) error {
 	if maxWR == 0 || maxSGE == 0 {
 		return fmt.Errorf("mlx5 SRQ of %d receives of %d SGEs: %w", maxWR, maxSGE, unix.EINVAL)
 	}
@@ -134,29 +134,29 @@ func (s *SRQ) size(maxWR, maxSGE uint32, dev *uapi.Mlx5IBAllocUcontextResp) erro
 }
 
 // wqe returns WQE i.
-func (s *SRQ) wqe(i uint32) []byte {
+func (s *sharedRecvQueue) wqe(i uint32) []byte {
 	off := uintptr(i) << s.shift
 	return s.buf[off : off+1<<s.shift]
 }
 
 // Handle returns the kernel handle.
-func (s *SRQ) Handle() uint32 { return s.k.Handle }
+func (s *sharedRecvQueue) Handle() uint32 { return s.k.Handle }
 
 // SRQN returns the SRQ's number, from the driver's response.
-func (s *SRQ) SRQN() uint32 { return s.srqn }
+func (s *sharedRecvQueue) SRQN() uint32 { return s.srqn }
 
 // MaxWR returns how many receives the SRQ holds: its WQEs less the one
 // the free list keeps.
-func (s *SRQ) MaxWR() uint32 { return s.cnt - 1 }
+func (s *sharedRecvQueue) MaxWR() uint32 { return s.cnt - 1 }
 
 // MaxSGE returns the most SGEs a receive takes: every one that fits its
 // WQE, at least what was asked.
-func (s *SRQ) MaxSGE() uint32 { return s.maxGS }
+func (s *sharedRecvQueue) MaxSGE() uint32 { return s.maxGS }
 
 // PostRecv takes a WQE from the free list's head for each request,
 // writes its data segments and wr_id, then publishes the new count in
 // the doorbell record; the device needs no MMIO write.
-func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
+func (s *sharedRecvQueue) PostRecv(wrs []provider.RecvWR) (int, error) {
 	s.mu.Lock()
 	if s.buf == nil {
 		s.mu.Unlock()
@@ -205,7 +205,7 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
 // postErr says why PostRecv stopped at request i.
 //
 //go:noinline
-func (s *SRQ) postErr(wrs []provider.RecvWR, i int) error {
+func (s *sharedRecvQueue) postErr(wrs []provider.RecvWR, i int) error {
 	if k := len(wrs[i].SGL); uint32(k) > s.maxGS {
 		return fmt.Errorf("work request %d: %d SGEs, the SRQ takes %d: %w", i, k, s.maxGS, unix.EINVAL)
 	}
@@ -215,7 +215,7 @@ func (s *SRQ) postErr(wrs []provider.RecvWR, i int) error {
 // complete returns the wr_id of the WQE at index ctr, which a receive
 // completion named, and links the WQE back after the tail: it is free
 // again. Poll calls it, for successful and error completions alike.
-func (s *SRQ) complete(ctr uint16) uint64 {
+func (s *sharedRecvQueue) complete(ctr uint16) uint64 {
 	s.mu.Lock()
 	i := uint32(ctr) & (s.cnt - 1)
 	id := s.wrid[i]
@@ -230,7 +230,7 @@ func (s *SRQ) complete(ctr uint16) uint64 {
 // Modify arms the limit event (kverbs.SRQLimit). mlx5_ib refuses to
 // resize an SRQ (mlx5_ib_modify_srq: EINVAL for IB_SRQ_MAX_WR), so a
 // resize is refused here, without asking the kernel.
-func (s *SRQ) Modify(mask uint32, a kverbs.SRQAttr) error {
+func (s *sharedRecvQueue) Modify(mask uint32, a kverbs.SRQAttr) error {
 	if mask&kverbs.SRQMaxWR != 0 {
 		return fmt.Errorf("resizing an mlx5 SRQ (mlx5_ib cannot): %w", errs.ErrNotSupported)
 	}
@@ -239,7 +239,7 @@ func (s *SRQ) Modify(mask uint32, a kverbs.SRQAttr) error {
 
 // Destroy destroys the SRQ in the kernel, then frees its buffer and
 // doorbell record.
-func (s *SRQ) Destroy() (uint32, error) {
+func (s *sharedRecvQueue) Destroy() (uint32, error) {
 	n, err := kverbs.DestroySRQ(s.ctx.conn, s.k.Handle)
 	if err != nil {
 		return 0, err
@@ -250,7 +250,7 @@ func (s *SRQ) Destroy() (uint32, error) {
 
 // Release forgets the SRQ and frees its buffer and doorbell record; the
 // kernel destroyed the SRQ (with its context, or Destroy).
-func (s *SRQ) Release() {
+func (s *sharedRecvQueue) Release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.buf == nil {
@@ -261,7 +261,7 @@ func (s *SRQ) Release() {
 	s.free()
 }
 
-func (s *SRQ) free() {
+func (s *sharedRecvQueue) free() {
 	s.buf.free()
 	s.buf = nil
 	if s.db != nil {
@@ -278,7 +278,7 @@ func loadBE16(p unsafe.Pointer) uint16 {
 
 // setSRQ publishes an SRQ under its kernel handle (nil: forgets it), for
 // CreateQP to find the SRQ a QP receives through.
-func (c *context) setSRQ(handle uint32, s *SRQ) {
+func (c *context) setSRQ(handle uint32, s *sharedRecvQueue) {
 	c.qpMu.Lock()
 	defer c.qpMu.Unlock()
 	if s == nil {
@@ -286,21 +286,21 @@ func (c *context) setSRQ(handle uint32, s *SRQ) {
 		return
 	}
 	if c.srqs == nil {
-		c.srqs = map[uint32]*SRQ{}
+		c.srqs = map[uint32]*sharedRecvQueue{}
 	}
 	c.srqs[handle] = s
 }
 
 // dropGhosts removes the stand-ins of s's destroyed QPs from the QP table
 // (ghostOf): s is gone, and their stale completions with it.
-func (c *context) dropGhosts(s *SRQ) {
+func (c *context) dropGhosts(s *sharedRecvQueue) {
 	c.qpMu.Lock()
 	defer c.qpMu.Unlock()
 	old := c.qps.Load()
 	if old == nil {
 		return
 	}
-	m := map[uint32]*QP{}
+	m := map[uint32]*queuePair{}
 	for k, v := range *old {
 		if !v.gone || v.srq != s {
 			m[k] = v
@@ -312,7 +312,7 @@ func (c *context) dropGhosts(s *SRQ) {
 }
 
 // srqByHandle returns the SRQ of a kernel handle, or nil.
-func (c *context) srqByHandle(handle uint32) *SRQ {
+func (c *context) srqByHandle(handle uint32) *sharedRecvQueue {
 	c.qpMu.Lock()
 	defer c.qpMu.Unlock()
 	return c.srqs[handle]

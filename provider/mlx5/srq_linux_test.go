@@ -27,7 +27,7 @@ func TestSRQLayout(t *testing.T) {
 
 // testSRQ is an SRQ with no kernel, on a QP of the test context whose
 // receive completions name it.
-func testSRQ(t testing.TB, c *context, maxWR, maxSGE uint32) (*SRQ, *QP) {
+func testSRQ(t testing.TB, c *context, maxWR, maxSGE uint32) (*sharedRecvQueue, *queuePair) {
 	t.Helper()
 	s, err := c.newSRQ(maxWR, maxSGE)
 	if err != nil {
@@ -55,7 +55,7 @@ func TestSRQSize(t *testing.T) {
 		{100, 2, 128, 64, 3},
 		{1<<15 - 1, 31, 1 << 15, 512, 31},
 	} {
-		var s SRQ
+		var s sharedRecvQueue
 		if err := s.size(c.wr, c.sge, &dev); err != nil {
 			t.Errorf("%d WRs of %d SGEs: %v", c.wr, c.sge, err)
 			continue
@@ -66,7 +66,7 @@ func TestSRQSize(t *testing.T) {
 		}
 	}
 	for _, c := range [][2]uint32{{0, 1}, {1, 0}, {1 << 15, 1}, {1 << 31, 1}, {1, 32}, {1, 1 << 20}} {
-		var s SRQ
+		var s sharedRecvQueue
 		if err := s.size(c[0], c[1], &dev); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%d WRs of %d SGEs: %v, want EINVAL", c[0], c[1], err)
 		}

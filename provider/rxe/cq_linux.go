@@ -18,7 +18,7 @@ import (
 	"github.com/goverbs/goverbs/uapi"
 )
 
-// CQ is an rxe completion queue: its ring holds struct ib_uverbs_wc
+// completionQueue is an rxe completion queue: its ring holds struct ib_uverbs_wc
 // entries, which the kernel produces and Poll consumes without a syscall.
 //
 // It is a provider.Ring: PollRing, which cq.CQ.Poll calls, reads the ring's
@@ -26,7 +26,7 @@ import (
 // lock only to consume. For that, a ring is never unmapped while it may
 // be read: Destroy, Release and Resize retire it (retire), and the
 // retired memory is given back only once nothing can reach it.
-type CQ struct {
+type completionQueue struct {
 	conn   *transport.Conn
 	handle uint32
 	size   int
@@ -47,16 +47,16 @@ func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
 		kverbs.DestroyCQ(c.conn, k.Handle)
 		return nil, fmt.Errorf("rxe cq ring: %w", err)
 	}
-	q := &CQ{conn: c.conn, handle: k.Handle, size: int(k.CQE), ring: ring, arm: kverbs.NewCQArm(k.Handle)}
+	q := &completionQueue{conn: c.conn, handle: k.Handle, size: int(k.CQE), ring: ring, arm: kverbs.NewCQArm(k.Handle)}
 	q.live.Store(ring)
 	return q, nil
 }
 
 // Handle returns the kernel handle.
-func (q *CQ) Handle() uint32 { return q.handle }
+func (q *completionQueue) Handle() uint32 { return q.handle }
 
 // Size returns the number of CQEs the CQ holds.
-func (q *CQ) Size() int { return q.size }
+func (q *completionQueue) Size() int { return q.size }
 
 // PollRing is cq.CQ.Poll, following cqseam.RingLock's protocol: an empty
 // ring costs two loads of its indices, no lock and no system call; a
@@ -66,7 +66,7 @@ func (q *CQ) Size() int { return q.size }
 // a slot for it. Both indices are masked as they are read, as rdma-core's
 // queue_empty does: an index the kernel (or a stray store) left out of
 // range cannot make it hand back more than the ring holds.
-func (q *CQ) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
+func (q *completionQueue) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	// The error word is read only when the look finds no ring: Close
 	// releases the ring (Release) before it stores ErrClosed, and the
 	// uverbs layer breaks it (Break) after Fail stores an overrun, so a
@@ -122,7 +122,7 @@ func (q *CQ) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 // unlockPoll gives the lock back and polls by pollLocked.
 //
 //go:noinline
-func (q *CQ) unlockPoll(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
+func (q *completionQueue) unlockPoll(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	l.Unlock()
 	return q.pollLocked(wcs, l)
 }
@@ -131,7 +131,7 @@ func (q *CQ) unlockPoll(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 // len(wcs) completions from the CQ's ring, read again, not the look's: a
 // Resize may have replaced it and a Close released it, and another Poll
 // may have taken completions since.
-func (q *CQ) pollLocked(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
+func (q *completionQueue) pollLocked(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	l.Lock()
 	e := l.Err() // nil, or an overrun being drained: see the end
 	if e != nil && !l.Draining() {
@@ -207,7 +207,7 @@ func copySlot(w *cq.WC, k unsafe.Pointer) uint32 {
 
 // Poll is PollRing for a caller that holds the CQ's lock already (the
 // provider.CQ interface): the ring's lock is then a private one.
-func (q *CQ) Poll(wcs []cq.WC) int {
+func (q *completionQueue) Poll(wcs []cq.WC) int {
 	var l cqseam.RingLock
 	n, _ := q.PollRing(wcs, &l)
 	return n
@@ -299,7 +299,7 @@ func fixWC(w *cq.WC, k *uapi.IBUverbsWC) {
 
 // ReqNotify arms the CQ through the kernel (REQ_NOTIFY_CQ): rxe keeps the
 // arm state in the kernel, where the completion is posted.
-func (q *CQ) ReqNotify(solicitedOnly bool) error {
+func (q *completionQueue) ReqNotify(solicitedOnly bool) error {
 	return q.arm.Arm(q.conn, solicitedOnly)
 }
 
@@ -307,7 +307,7 @@ func (q *CQ) ReqNotify(solicitedOnly bool) error {
 // unconsumed completions into a new ring (from our consumer index, which
 // Poll keeps current in the ring), then maps the new ring. rxe refuses a
 // size below the number of completions held (EINVAL).
-func (q *CQ) Resize(n int) (int, error) {
+func (q *completionQueue) Resize(n int) (int, error) {
 	var resp uapi.RxeResizeCQResp
 	cqe, err := kverbs.ResizeCQ(q.conn, q.handle, uint32(n), nil, bytesOf(&resp))
 	if err != nil {
@@ -329,18 +329,18 @@ func (q *CQ) Resize(n int) (int, error) {
 // then polls under the lock until the ring is drained, and returns that
 // error from then on. The ring stays mapped, for Destroy; a Resize
 // leaves the look without a ring.
-func (q *CQ) Break() { q.live.Store(nil) }
+func (q *completionQueue) Break() { q.live.Store(nil) }
 
 // EventRead does nothing: rxe has no arm sequence number.
-func (q *CQ) EventRead() {}
+func (q *completionQueue) EventRead() {}
 
 // ArmNeedsEventsRead is false: the kernel arms an rxe CQ whatever events
 // it raised (rxe_req_notify_cq sets the CQ's notify flag), so an arm made
 // before the last event is read counts.
-func (q *CQ) ArmNeedsEventsRead() bool { return false }
+func (q *completionQueue) ArmNeedsEventsRead() bool { return false }
 
 // Destroy destroys the CQ in the kernel, then gives its ring back.
-func (q *CQ) Destroy() (kverbs.Events, error) {
+func (q *completionQueue) Destroy() (kverbs.Events, error) {
 	ev, err := kverbs.DestroyCQ(q.conn, q.handle)
 	if err != nil {
 		return ev, err
@@ -351,7 +351,7 @@ func (q *CQ) Destroy() (kverbs.Events, error) {
 
 // Release gives the ring back (retire): Poll must not run after it,
 // PollRing may, and reads the CQ as empty.
-func (q *CQ) Release() {
+func (q *completionQueue) Release() {
 	q.live.Store(nil)
 	if q.ring != nil {
 		retire(q.ring)

@@ -180,7 +180,7 @@ func FuzzPoll(f *testing.F) {
 		if end := uint64(ringHdr) + (uint64(mask)+1)<<shift; end > uint64(len(raw)) {
 			t.Fatalf("newQueue accepted %d slots of 2^%d bytes in a %d-byte mapping", uint64(mask)+1, shift, len(raw))
 		}
-		q := &CQ{ring: r}
+		q := &completionQueue{ring: r}
 		q.live.Store(r)
 		sentinel := cq.WC{WRID: 0xfeedface, Status: 77}
 		wcs := make([]cq.WC, int(want)+2)
@@ -248,7 +248,7 @@ func FuzzPostSend(f *testing.F) {
 		}
 		defer unix.Munmap(payload)
 		base := uint64(uintptr(unsafe.Pointer(&payload[0])))
-		ahs := []*provider.AHRef{nil, {AH: &AH{num: 3}}, {AH: &AH{}}}
+		ahs := []*provider.AHRef{nil, {AH: &addressHandle{num: 3}}, {AH: &addressHandle{}}}
 		sendfuzz.Batches(data[2:], base, ahs, func(last int, wrs []provider.SendWR, consume bool) {
 			start := plain.sq.prod.Load()
 			n1, err1 := plain.PostSend(wrs)
@@ -277,7 +277,7 @@ func FuzzPostSend(f *testing.F) {
 // header, then the inline data (the DMA length) or the SGEs (NumSGE of
 // them). (A refused request may leave bytes past them, which a later,
 // shorter WQE in the same slot does not clear.)
-func wqeBytes(q *QP, p uint32) []byte {
+func wqeBytes(q *queuePair, p uint32) []byte {
 	w := (*uapi.RxeSendWqe)(q.sq.slot(p))
 	n := uintptr(w.Dma.NumSGE) * sgeSize
 	if w.WR.SendFlags&provider.SendInline != 0 {

@@ -52,11 +52,11 @@ var _ [0]struct{} = [recvWQEHeader - 40]struct{}{}
 var _ [0]struct{} = [unsafe.Sizeof(uapi.RxeDmaInfo{}) - 24]struct{}{} // PostRecv writes its six fields one by one
 var _ [0]struct{} = [sgeSize - 16]struct{}{}
 
-// QP is an rxe queue pair: a send queue of struct rxe_send_wqe and a
+// queuePair is an rxe queue pair: a send queue of struct rxe_send_wqe and a
 // receive queue of struct rxe_recv_wqe, both produced here and consumed
 // by the kernel. Posting a receive needs no syscall; posting sends ends
 // with the POST_SEND doorbell.
-type QP struct {
+type queuePair struct {
 	conn     *transport.Conn
 	k        kverbs.QP
 	typ      uint8
@@ -75,7 +75,7 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &QP{conn: c.conn, k: k, typ: r.Type, doorbell: kverbs.NewSendDoorbell(k.Handle), plainOps: provider.PlainSendOps(r.Type)}
+	q := &queuePair{conn: c.conn, k: k, typ: r.Type, doorbell: kverbs.NewSendDoorbell(k.Handle), plainOps: provider.PlainSendOps(r.Type)}
 	if q.sq, err = mapQueue(c.fd, resp.SqMi, sendWQEHeader); err != nil {
 		kverbs.DestroyQP(c.conn, k.Handle)
 		return nil, fmt.Errorf("rxe send queue: %w", err)
@@ -93,13 +93,13 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 }
 
 // Handle returns the kernel handle.
-func (q *QP) Handle() uint32 { return q.k.Handle }
+func (q *queuePair) Handle() uint32 { return q.k.Handle }
 
 // QPN returns the QP number.
-func (q *QP) QPN() uint32 { return q.k.QPN }
+func (q *queuePair) QPN() uint32 { return q.k.QPN }
 
 // Cap returns the queue sizes the kernel made.
-func (q *QP) Cap() kverbs.QPCap { return q.k.Cap }
+func (q *queuePair) Cap() kverbs.QPCap { return q.k.Cap }
 
 func wrErr(i int, err error) error { return fmt.Errorf("work request %d: %w", i, err) }
 
@@ -109,7 +109,7 @@ func wrErr(i int, err error) error { return fmt.Errorf("work request %d: %w", i,
 //
 // One request, the latency tools' case, has a path of its own: no loop
 // state kept across the calls (about 15 instructions a post).
-func (q *QP) PostSend(wrs []provider.SendWR) (int, error) {
+func (q *queuePair) PostSend(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 1 {
 		quick, err := q.postOneSend(&wrs[0])
 		if err != nil {
@@ -184,7 +184,7 @@ const quickDoorbellBytes = 1024
 // compares and the length's after the SGEs are written; anything else
 // goes through checkSend first. Calling provider.CheckSend for every
 // request costs about 50 instructions a post.
-func (q *QP) postOneSend(wr *provider.SendWR) (quick bool, err error) {
+func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 	sq := q.sq
 	var length uint64
 	var ahNum uint32
@@ -263,7 +263,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 // rules all providers share, then that it fits a send slot, and a UD
 // request's address handle. It returns the request's length and the
 // handle's index.
-func (q *QP) checkSend(wr *provider.SendWR) (length uint64, ahNum uint32, err error) {
+func (q *queuePair) checkSend(wr *provider.SendWR) (length uint64, ahNum uint32, err error) {
 	length, err = provider.CheckSend(wr, q.typ, q.k.Cap.MaxSendSGE, q.k.Cap.MaxInlineData)
 	if err != nil {
 		return 0, 0, err
@@ -276,9 +276,9 @@ func (q *QP) checkSend(wr *provider.SendWR) (length uint64, ahNum uint32, err er
 		return 0, 0, fmt.Errorf("%d SGEs do not fit a send slot: %w", len(wr.SGL), unix.EINVAL)
 	}
 	if q.typ == uapi.IB_UVERBS_QPT_UD {
-		var ah *AH
+		var ah *addressHandle
 		if wr.AH != nil {
-			ah, _ = wr.AH.AH.(*AH)
+			ah, _ = wr.AH.AH.(*addressHandle)
 		}
 		if ah == nil {
 			return 0, 0, fmt.Errorf("a UD send needs an address handle of this device: %w", unix.EINVAL)
@@ -294,12 +294,12 @@ func (q *QP) checkSend(wr *provider.SendWR) (length uint64, ahNum uint32, err er
 // PostRecv writes each request into the receive queue; the kernel takes
 // them as packets arrive, so no syscall is needed.
 //
-// Its loop is its own, and SRQ.PostRecv has a copy: a loop shared
+// Its loop is its own, and sharedRecvQueue.PostRecv has a copy: a loop shared
 // through a function, with the errors made by another, costs each
 // receive about 20 instructions more, an eighth of a post (make bench's
 // count: 169 against 190 a WR), and the WQE's writing does not fit the
 // inliner's budget.
-func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
+func (q *queuePair) PostRecv(wrs []provider.RecvWR) (int, error) {
 	rq := q.rq
 	if rq == nil {
 		return 0, fmt.Errorf("the QP receives through an SRQ: %w", unix.EINVAL)
@@ -335,7 +335,7 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 }
 
 // recvSGEErr says why a receive of n SGEs, more than q.recvSGE, is refused.
-func (q *QP) recvSGEErr(n int) error {
+func (q *queuePair) recvSGEErr(n int) error {
 	if uint32(n) > q.k.Cap.MaxRecvSGE {
 		return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.k.Cap.MaxRecvSGE, unix.EINVAL)
 	}
@@ -369,7 +369,7 @@ func putSGL(dst unsafe.Pointer, sgl []provider.SGE) (length uint64) {
 }
 
 // Destroy destroys the QP in the kernel, then unmaps its queues.
-func (q *QP) Destroy() (uint32, error) {
+func (q *queuePair) Destroy() (uint32, error) {
 	ev, err := kverbs.DestroyQP(q.conn, q.k.Handle)
 	if err != nil {
 		return ev, err
@@ -379,7 +379,7 @@ func (q *QP) Destroy() (uint32, error) {
 }
 
 // Release unmaps the queues.
-func (q *QP) Release() {
+func (q *queuePair) Release() {
 	q.sq.unmap()
 	if q.rq != nil {
 		q.rq.unmap()

@@ -19,7 +19,7 @@ import (
 
 // mappedCQ is a CQ on a ring in its own anonymous mapping, as the
 // kernel's would be: retire may map over it.
-func mappedCQ(t *testing.T, slots int) (*CQ, []byte) {
+func mappedCQ(t *testing.T, slots int) (*completionQueue, []byte) {
 	t.Helper()
 	mem, err := unix.Mmap(-1, 0, 4096+slots*64, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -31,13 +31,13 @@ func mappedCQ(t *testing.T, slots int) (*CQ, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := &CQ{ring: r}
+	q := &completionQueue{ring: r}
 	q.live.Store(r)
 	return q, mem
 }
 
 // produce writes n completions with WRIDs from first, as the kernel would.
-func produce(q *CQ, first uint64, n int) {
+func produce(q *completionQueue, first uint64, n int) {
 	r := q.ring
 	p := r.prod.Load()
 	for i := range n {

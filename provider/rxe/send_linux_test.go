@@ -20,7 +20,7 @@ import (
 // (slots of 256 bytes: three SGEs or 48 bytes inline) and whose doorbell
 // writes to /dev/null, so that the send path can be run on the host. The
 // caps are the kernel's answer: maxSGE SGEs, 32 bytes inline.
-func hostSendQP(t *testing.T, typ uint8, maxSGE uint32) *QP {
+func hostSendQP(t *testing.T, typ uint8, maxSGE uint32) *queuePair {
 	t.Helper()
 	const slots = 8
 	mem, err := unix.Mmap(-1, 0, 4096+slots*256, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -39,7 +39,7 @@ func hostSendQP(t *testing.T, typ uint8, maxSGE uint32) *QP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
-	q := &QP{sq: sq, typ: typ, conn: transport.NewConn(fd, uapi.RDMA_DRIVER_RXE),
+	q := &queuePair{sq: sq, typ: typ, conn: transport.NewConn(fd, uapi.RDMA_DRIVER_RXE),
 		doorbell: kverbs.NewSendDoorbell(1), plainOps: provider.PlainSendOps(typ)}
 	q.k.Cap.MaxSendSGE, q.k.Cap.MaxInlineData = maxSGE, 32
 	q.sendSGE = min(maxSGE, uint32((sq.slotSize()-sendWQEHeader)/sgeSize))
@@ -47,7 +47,7 @@ func hostSendQP(t *testing.T, typ uint8, maxSGE uint32) *QP {
 }
 
 // lastWQE returns the bytes of the WQE the last post published.
-func lastWQE(q *QP) []byte {
+func lastWQE(q *queuePair) []byte {
 	p := (q.sq.prod.Load() - 1) & q.sq.mask
 	return unsafe.Slice((*byte)(q.sq.slot(p)), q.sq.slotSize())
 }
@@ -69,7 +69,7 @@ func TestPostSendPlainPath(t *testing.T) {
 						Imm: 0x01020304, RemoteAddr: 0xabcd000, RKey: 99}
 					plain, checked := hostSendQP(t, typ, 2), hostSendQP(t, typ, 2)
 					checked.plainOps = 0
-					for _, q := range []*QP{plain, checked} {
+					for _, q := range []*queuePair{plain, checked} {
 						if got, err := q.PostSend([]provider.SendWR{wr}); got != 1 || err != nil {
 							t.Fatalf("PostSend = %d, %v", got, err)
 						}

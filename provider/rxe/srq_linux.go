@@ -13,10 +13,10 @@ import (
 	"github.com/goverbs/goverbs/uapi"
 )
 
-// SRQ is an rxe shared receive queue: a ring of struct rxe_recv_wqe, as a
+// sharedRecvQueue is an rxe shared receive queue: a ring of struct rxe_recv_wqe, as a
 // QP's receive queue is, that the kernel consumes for every QP attached
 // to it. Posting needs no syscall.
-type SRQ struct {
+type sharedRecvQueue struct {
 	c    *context
 	k    kverbs.SRQ
 	num  uint32
@@ -33,7 +33,7 @@ func (c *context) CreateSRQ(r kverbs.SRQReq) (provider.SRQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SRQ{c: c, k: k, num: resp.SRQNum}
+	s := &sharedRecvQueue{c: c, k: k, num: resp.SRQNum}
 	if s.rq, err = mapQueue(c.fd, resp.Mi, recvWQEHeader); err != nil {
 		kverbs.DestroySRQ(c.conn, k.Handle)
 		return nil, fmt.Errorf("rxe shared receive queue: %w", err)
@@ -44,21 +44,21 @@ func (c *context) CreateSRQ(r kverbs.SRQReq) (provider.SRQ, error) {
 }
 
 // Handle returns the kernel handle.
-func (s *SRQ) Handle() uint32 { return s.k.Handle }
+func (s *sharedRecvQueue) Handle() uint32 { return s.k.Handle }
 
 // SRQN returns the SRQ's number (rxe's response has it).
-func (s *SRQ) SRQN() uint32 { return s.num }
+func (s *sharedRecvQueue) SRQN() uint32 { return s.num }
 
 // MaxWR returns how many receives the ring holds: what rxe made (a
 // power of two less one), at least what was asked.
-func (s *SRQ) MaxWR() uint32 { return max(s.k.MaxWR, s.size) }
+func (s *sharedRecvQueue) MaxWR() uint32 { return max(s.k.MaxWR, s.size) }
 
 // MaxSGE returns the most SGEs a receive takes.
-func (s *SRQ) MaxSGE() uint32 { return s.k.MaxSGE }
+func (s *sharedRecvQueue) MaxSGE() uint32 { return s.k.MaxSGE }
 
-// PostRecv writes each request into the ring, with QP.PostRecv's loop
+// PostRecv writes each request into the ring, with queuePair.PostRecv's loop
 // (which says why it is a copy).
-func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
+func (s *sharedRecvQueue) PostRecv(wrs []provider.RecvWR) (int, error) {
 	rq := s.rq
 	for i := range wrs {
 		wr := &wrs[i]
@@ -94,7 +94,7 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
 // (kverbs.SRQMaxWR). The caller holds off posts while it resizes: rxe
 // copies the posted receives into a new ring and gives its mmap
 // information back through the command, and the old mapping is given up.
-func (s *SRQ) Modify(mask uint32, a kverbs.SRQAttr) error {
+func (s *sharedRecvQueue) Modify(mask uint32, a kverbs.SRQAttr) error {
 	// rxe reads its command whatever the mask; the mmap information is
 	// written only by a resize. It lives in the SRQ, on the heap, where
 	// the kernel's write cannot miss a moved goroutine stack.
@@ -126,7 +126,7 @@ func lostRing() *queue {
 }
 
 // Destroy destroys the SRQ in the kernel, then unmaps its ring.
-func (s *SRQ) Destroy() (uint32, error) {
+func (s *sharedRecvQueue) Destroy() (uint32, error) {
 	n, err := kverbs.DestroySRQ(s.c.conn, s.k.Handle)
 	if err != nil {
 		return 0, err
@@ -136,9 +136,9 @@ func (s *SRQ) Destroy() (uint32, error) {
 }
 
 // Release unmaps the ring; the kernel destroyed the SRQ with its context.
-func (s *SRQ) Release() { s.rq.unmap() }
+func (s *sharedRecvQueue) Release() { s.rq.unmap() }
 
-// recvErr says why SRQ.PostRecv stopped at request i: more SGEs than the
+// recvErr says why sharedRecvQueue.PostRecv stopped at request i: more SGEs than the
 // SRQ takes (capSGE), more than fit a slot, or a full ring.
 //
 //go:noinline

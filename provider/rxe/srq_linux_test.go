@@ -40,9 +40,9 @@ func hostRecvQueue(t *testing.T) *queue {
 // it refuses more SGEs than its cap, and a post into a full ring, naming
 // the request and posting those before it; a post allocates nothing.
 func TestSRQPostRecv(t *testing.T) {
-	srq := &SRQ{k: kverbs.SRQ{MaxSGE: 2}, rq: hostRecvQueue(t)}
+	srq := &sharedRecvQueue{k: kverbs.SRQ{MaxSGE: 2}, rq: hostRecvQueue(t)}
 	srq.sge = srq.k.MaxSGE
-	qp := &QP{rq: hostRecvQueue(t), recvSGE: 2}
+	qp := &queuePair{rq: hostRecvQueue(t), recvSGE: 2}
 	qp.k.Cap.MaxRecvSGE = 2
 	wrs := []provider.RecvWR{
 		{WRID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 100, LKey: 7}}},
@@ -94,7 +94,7 @@ func TestSRQOnDevice(t *testing.T) {
 	}
 	defer unix.Close(fd)
 	conn := transport.NewConn(fd, uapi.RDMA_DRIVER_RXE)
-	c, _, err := Driver{}.Open(conn, fd)
+	c, _, err := driver{}.Open(conn, fd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestSRQOnDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := p.(*SRQ)
+	s := p.(*sharedRecvQueue)
 	if s.MaxWR() < 16 || s.SRQN() == 0 || s.MaxWR() != s.size {
 		t.Errorf("MaxWR %d (the ring holds %d), SRQN %d: want the ring's size, at least 16, and a number", s.MaxWR(), s.size, s.SRQN())
 	}
@@ -159,8 +159,8 @@ func FuzzPostSRQRecv(f *testing.F) {
 			return
 		}
 		maxSGE := uint32(data[0]) % 6 // a slot holds five
-		srq := &SRQ{k: kverbs.SRQ{MaxSGE: maxSGE}, rq: hostRecvQueue(t), sge: maxSGE}
-		qp := &QP{rq: hostRecvQueue(t), recvSGE: maxSGE}
+		srq := &sharedRecvQueue{k: kverbs.SRQ{MaxSGE: maxSGE}, rq: hostRecvQueue(t), sge: maxSGE}
+		qp := &queuePair{rq: hostRecvQueue(t), recvSGE: maxSGE}
 		qp.k.Cap.MaxRecvSGE = maxSGE
 		var batch []provider.RecvWR
 		post := func(consume bool) {

@@ -21,8 +21,8 @@ import (
 	"github.com/goverbs/goverbs/internal/devhook"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/mlx5model"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
-	"github.com/goverbs/goverbs/provider/mlx5"
 	"github.com/goverbs/goverbs/uapi"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -193,10 +193,10 @@ func (e *env) revision() string {
 }
 
 // open opens a context on the device with the UARs asked for ("", "dynamic"
-// or "static": mlx5.EnvUAR); done closes it.
+// or "static": provider.EnvMLX5UAR); done closes it.
 func (e *env) open(uars string) (*uverbs.Context, func(), error) {
-	os.Setenv(mlx5.EnvUAR, uars)
-	defer os.Unsetenv(mlx5.EnvUAR)
+	os.Setenv(provider.EnvMLX5UAR, uars)
+	defer os.Unsetenv(provider.EnvMLX5UAR)
 	if e.model == nil {
 		c, err := e.dev.Open()
 		if err != nil {
