@@ -180,8 +180,18 @@ bigendian: tools
 	echo "GOARCH=s390x go test $${x:+-exec $$x }-count=1 $(PORTPKGS)"; \
 	GOARCH=s390x $(GO) test $${x:+-exec $$x} -count=1 $(PORTPKGS)
 
+# make test's VM suite: every package on the amd64 guests; on the arm64
+# ones (ARCHSET) the packages whose code or ABI differs by architecture
+# (test/vm's archPackages). make vmfull runs every package everywhere.
+ARCHSET     ?= arm64
 vm: tools
+	$(GO) run ./test/vm -vms $(VMS) -archset '$(ARCHSET)' $(VMFLAGS) test
+
+# The whole VM suite on every kernel and arch, and the whole suite under
+# the race detector: what make test samples.
+vmfull: tools
 	$(GO) run ./test/vm -vms $(VMS) $(VMFLAGS) test
+	$(MAKE) vmrace VMRACEPKG=./...
 
 # Two hosts and a bad network (test/netfault): the two-host guest (rxe0 on
 # veth0, rxe1 on veth1, netem between them) on each amd64 kernel. Full
@@ -192,8 +202,13 @@ vmnet: tools
 
 # The VM suite again with the race detector, on 6.1/amd64: the test binaries
 # only are built with CGO_ENABLED=1 -race, and the host's loader and libc go
-# into the guest; the library and the tool stay cgo-free. VMRACEPKG narrows it.
-VMRACEPKG   ?= ./...
+# into the guest; the library and the tool stay cgo-free. VMRACEPKG is the
+# packages whose code runs goroutines, or whose tests race goroutines
+# against it; left out are the parsers and layouts (uapi, kverbs, ucma,
+# netlink, errs), the host-only and model packages, and test/interop and
+# test/bench, whose goverbs side is the tool in a process of its own (never
+# a race build). make vmfull races every package.
+VMRACEPKG   ?= ./cq/,./uverbs/,./provider/rxe/,./internal/fdturn/,./internal/release/,./internal/transport/,./internal/provider/,./rdmacm/,./rdmanet/,./cmd/goverbs/,./examples/...,./test/conformance/,./test/reliability/
 vmrace: tools
 	$(GO) run ./test/vm -vms 6.1/amd64 -race -pkg '$(VMRACEPKG)' $(if $(RUN),-run '$(RUN)') $(VMFLAGS) test
 

@@ -95,7 +95,8 @@ func statuses(wcs []cq.WC) string {
 // posted on the QP flushes, each exactly once and in order, and the QP is
 // in ERR; the peer's QP, which never heard of it, stays in RTS. Once the
 // link is back, both QPs are reset and connected again, and a stream
-// runs as before.
+// runs as before. On 6.12 the first send may flush too (scenario 3's
+// send_err ending), which the test accepts and reports.
 func TestLinkDownLongerThanRetries(t *testing.T) {
 	requireTwoHosts(t)
 	a, b := openRC(t, hostA, 1<<16, 64), openRC(t, hostB, 1<<16, 64)
@@ -112,7 +113,16 @@ func TestLinkDownLongerThanRetries(t *testing.T) {
 	recvs := collect(t, a.rcq, 16, 5*time.Second)
 	t.Logf("link down: the first send ended after %v with %q; sends: %s; receives: %s",
 		took.Round(time.Millisecond), sends[0].Status, statuses(sends), statuses(recvs))
-	checkEnded(t, "sends", sends, 1001, cq.RetryExcErr)
+	first := cq.RetryExcErr
+	if sends[0].Status == cq.WRFlushErr && !kernelBefore(t, 6, 12) {
+		// 6.12's rxe fails the QP at once when it cannot hand a packet to
+		// the network (its send_err counter; scenario 3 below): every
+		// send flushes, no RETRY_EXC_ERR first. A kernel's ending, not
+		// goverbs': reported, and the rest of the scenario holds.
+		t.Logf("the kernel failed the QP at its first unsendable packet (6.12's send_err): every send flushed, none ended RETRY_EXC_ERR")
+		first = cq.WRFlushErr
+	}
+	checkEnded(t, "sends", sends, 1001, first)
 	checkEnded(t, "receives", recvs, 1, cq.WRFlushErr)
 	if st := a.qpState(t); st != uverbs.QPErr {
 		t.Errorf("host A's QP is %v after its retries ran out, want ERR", st)

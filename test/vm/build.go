@@ -114,6 +114,25 @@ func modelPackage(rel string) bool {
 	return rel == "internal/mlx5model" || rel == "provider/mlx5"
 }
 
+// archPackages are what a guest of an -archset architecture runs: every
+// package with code, layouts or memory ordering of its own on an
+// architecture, and the tests that prove them against the kernel there.
+// Below uverbs, the architecture shows: struct layouts (uapi), the system
+// call ABI (transport, kverbs), the release stores that publish ring
+// indices (internal/release: a plain store on x86, an atomic one on arm64),
+// rxe's rings read under arm64's weaker ordering (provider/rxe, cq,
+// uverbs, the man pages' CQ rules in test/conformance), mlx5's assembly
+// (provider/mlx5 and its model), and the tool's cycle counter in assembly
+// with its interop against rdma-core's own binaries for the architecture
+// (cmd/goverbs). Above them (rdmacm, rdmanet, the examples, the fault
+// tests) the code is the same Go on every architecture, proven by the
+// amd64 guests and by the race detector; make vmfull runs those on arm64
+// too.
+var archPackages = []string{
+	"./uapi/", "./internal/transport/", "./internal/kverbs/", "./internal/release/",
+	"./provider/...", "./internal/mlx5model/", "./cq/", "./uverbs/", "./test/conformance/", "./cmd/goverbs/",
+}
+
 // wholeSuite reports whether -pkg is its default, every package, rather
 // than packages someone named.
 func wholeSuite() bool { return *flagPkg == "./..." }

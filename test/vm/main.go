@@ -58,6 +58,7 @@ var (
 	flagTwoHost = flag.Bool("twohost", false, "two hosts in one guest: veth0 (192.0.2.1, rxe0) and veth1 (192.0.2.2, rxe1), the traffic between them across the pair, and sch_netem loaded to break it")
 	flagBenchT  = flag.String("benchtime", "100ms", "bench mode: go test -benchtime for each benchmark")
 	flagEnv     = flag.String("env", "", "KEY=VALUE pairs, comma-separated, added to the tests' environment in the guest")
+	flagArchSet = flag.String("archset", "", "test mode, with the whole suite: guests of these architectures (comma-separated) run only archPackages, the packages whose code or ABI differs by architecture; make test sets arm64, make vmfull none")
 	flagRace    = flag.Bool("race", false, "test mode: build the test binaries with the race detector (CGO_ENABLED=1 for them only; the host's loader and libc go into the guest); guests of another architecture than the host's run without it")
 )
 
@@ -463,6 +464,10 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 		pkgs := splitList(*flagPkg)
 		if mode == "bench" && wholeSuite() {
 			pkgs = []string{"./test/bench"}
+		}
+		if mode == "test" && wholeSuite() && slices.Contains(splitList(*flagArchSet), arch) {
+			pkgs = archPackages
+			logf("%s: -archset: the packages whose code or ABI differs by architecture only (%s); make vmfull runs them all", arch, strings.Join(pkgs, " "))
 		}
 		race := *flagRace && mode == "test"
 		if race && !raceArch(arch) {
