@@ -374,3 +374,22 @@ func TestRetryEarlyPanic(t *testing.T) {
 		})
 	}
 }
+
+// A console line of any length is read to its end: cut to the limit, with
+// the count of what was dropped, and the lines after it still come.
+func TestConsoleLines(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	in := "first\n" + long + "\nGOVERBS-VM: exit status 0\nno newline"
+	type line struct {
+		Text    string
+		Dropped int
+	}
+	var got []line
+	if err := consoleLines(strings.NewReader(in), 100, func(l string, d int) { got = append(got, line{l, d}) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []line{{"first", 0}, {long[:100], 1<<20 - 100}, {"GOVERBS-VM: exit status 0", 0}, {"no newline", 0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+}

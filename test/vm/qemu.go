@@ -115,10 +115,13 @@ func boot(ctx context.Context, arch, cpu, kernel, initrd string, limit time.Dura
 	res := &vmResult{Exit: -1, Arch: arch}
 	var sawInit bool
 	var panicLine, last string
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
+	cuts := 0
+	rerr := consoleLines(stdout, maxConsoleLine, func(line string, dropped int) {
+		line = strings.TrimRight(line, "\r")
+		if dropped > 0 {
+			cuts++
+			line += fmt.Sprintf(" [harness: line cut here, %d more bytes dropped]", dropped)
+		}
 		if !strings.HasPrefix(line, plan.MarkFile) { // files out of the guest: kept, not shown
 			fmt.Fprintf(log, "%s%s\n", prefix, line)
 		}
@@ -147,8 +150,14 @@ func boot(ctx context.Context, arch, cpu, kernel, initrd string, limit time.Dura
 				panicLine = strings.TrimSpace(line)
 			}
 		}
+	})
+	if cuts > 0 {
+		fmt.Fprintf(log, "%sharness: %d console lines longer than %d bytes were cut\n", prefix, cuts, maxConsoleLine)
 	}
 	werr := cmd.Wait()
+	if rerr != nil && werr == nil {
+		werr = fmt.Errorf("reading the console: %w", rerr)
+	}
 	res.Total = time.Since(start)
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
@@ -169,6 +178,41 @@ func boot(ctx context.Context, arch, cpu, kernel, initrd string, limit time.Dura
 		return res, errors.New(msg)
 	default:
 		return res, fmt.Errorf("the guest stopped without an exit status (last console line: %q)", last)
+	}
+}
+
+// maxConsoleLine is the most of one console line the harness keeps; the
+// rest of a longer line is read and dropped, and the line says so, so no
+// output of a test can stop the harness reading the guest.
+const maxConsoleLine = 64 << 10
+
+// consoleLines reads r to its end and calls fn with each line, without
+// its newline: the first limit bytes of it, and how many more it dropped.
+func consoleLines(r io.Reader, limit int, fn func(line string, dropped int)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	dropped := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if err == nil {
+			chunk = chunk[:len(chunk)-1] // the newline
+		}
+		keep := min(len(chunk), limit-min(limit, len(line)))
+		line = append(line, chunk[:keep]...)
+		dropped += len(chunk) - keep
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == nil || len(line)+dropped > 0 {
+			fn(string(line), dropped)
+			line, dropped = line[:0], 0
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 }
 
