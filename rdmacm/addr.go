@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/errs"
 )
 
 // resolveHost parses "host:port" into an address and port: host is an IP
@@ -19,11 +21,11 @@ func resolveHost(ctx context.Context, address string, passive bool) (netip.AddrP
 	}
 	port, err := strconv.ParseUint(ports, 10, 16)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("port %q: %w", ports, errInvalid)
+		return netip.AddrPort{}, fmt.Errorf("port %s: %w", errs.Quote(ports), errInvalid)
 	}
 	if host == "" {
 		if !passive {
-			return netip.AddrPort{}, fmt.Errorf("address %q names no host: %w", address, errInvalid)
+			return netip.AddrPort{}, fmt.Errorf("address %s names no host: %w", errs.Quote(address), errInvalid)
 		}
 		return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)), nil
 	}

@@ -64,7 +64,7 @@ func ParseToken(s string) (Token, error) {
 	a, rest, ok1 := strings.Cut(s, ":")
 	l, k, ok2 := strings.Cut(rest, ":")
 	if !ok1 || !ok2 {
-		return Token{}, fmt.Errorf("rdmanet: token %q: want address:length:rkey in hexadecimal", s)
+		return Token{}, fmt.Errorf("rdmanet: token %.64q: want address:length:rkey in hexadecimal", s)
 	}
 	// strconv accepts signs, underscores and prefixes only where asked
 	// (base 0); base 16 takes bare hex digits, as String writes them.
@@ -72,11 +72,11 @@ func ParseToken(s string) (Token, error) {
 	n, err2 := strconv.ParseUint(l, 16, 64)
 	rkey, err3 := strconv.ParseUint(k, 16, 32)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return Token{}, fmt.Errorf("rdmanet: token %q: want address:length:rkey in hexadecimal: %w", s, err)
+		return Token{}, fmt.Errorf("rdmanet: token %.64q: want address:length:rkey in hexadecimal: %w", s, err)
 	}
 	t := Token{Addr: addr, Len: n, RKey: uint32(rkey)}
 	if !t.valid() {
-		return Token{}, fmt.Errorf("rdmanet: token %q: %d bytes at %#x wrap past the end of the address space", s, n, addr)
+		return Token{}, fmt.Errorf("rdmanet: token %.64q: %d bytes at %#x wrap past the end of the address space", s, n, addr)
 	}
 	return t, nil
 }

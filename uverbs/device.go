@@ -3,6 +3,8 @@ package uverbs
 import (
 	"fmt"
 	"strings"
+
+	"github.com/goverbs/goverbs/internal/errs"
 )
 
 // Device describes one RDMA device as sysfs shows it, without opening it.
@@ -35,13 +37,13 @@ func (g GUID) String() string {
 func ParseGUID(s string) (GUID, error) {
 	parts := strings.Split(strings.TrimSpace(s), ":")
 	if len(parts) != 4 {
-		return 0, fmt.Errorf("bad GUID %q", s)
+		return 0, fmt.Errorf("bad GUID %s", errs.Quote(s))
 	}
 	var g GUID
 	for _, p := range parts {
 		var v uint16
 		if len(p) == 0 || len(p) > 4 {
-			return 0, fmt.Errorf("bad GUID %q", s)
+			return 0, fmt.Errorf("bad GUID %s", errs.Quote(s))
 		}
 		for _, c := range p {
 			var d uint16
@@ -53,7 +55,7 @@ func ParseGUID(s string) (GUID, error) {
 			case c >= 'A' && c <= 'F':
 				d = uint16(c-'A') + 10
 			default:
-				return 0, fmt.Errorf("bad GUID %q", s)
+				return 0, fmt.Errorf("bad GUID %s", errs.Quote(s))
 			}
 			v = v<<4 | d
 		}

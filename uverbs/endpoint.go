@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/goverbs/goverbs/internal/errs"
 )
 
 // Endpoint is what one side of a connection tells the other: its QP
@@ -106,7 +108,7 @@ func (e *Endpoint) UnmarshalText(text []byte) error {
 		if err == nil {
 			err = syscall.EINVAL
 		}
-		return fmt.Errorf("endpoint: bad text %q: %w", s, err)
+		return fmt.Errorf("endpoint: bad text %s: %w", errs.Quote(s), err)
 	}
 	f := strings.Split(s, ":")
 	if (len(f) != 4 && len(f) != 7) || len(f[3]) != 32 {

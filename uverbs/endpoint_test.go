@@ -1,11 +1,13 @@
 package uverbs_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -188,4 +190,20 @@ func ExampleParseGRH() {
 	fmt.Println(grh.Src(), grh.SGID, string(buf[uverbs.GRHSize:]))
 	// Output:
 	// 192.0.2.7 ::ffff:192.0.2.7 hello
+}
+
+// A bad input of any size gives an error of a bounded size: the message
+// quotes its first bytes and says how long it was.
+func TestEndpointBadTextQuotedShort(t *testing.T) {
+	var e uverbs.Endpoint
+	err := e.UnmarshalText(bytes.Repeat([]byte("x"), 1<<20))
+	if err == nil {
+		t.Fatal("1 MiB of x parsed as an endpoint")
+	}
+	if n := len(err.Error()); n > 200 {
+		t.Errorf("the error is %d bytes long: %.120s", n, err)
+	}
+	if !strings.Contains(err.Error(), "1048576 bytes") {
+		t.Errorf("the error does not say how long the input was: %v", err)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/goverbs/goverbs/internal/errs"
 )
 
 // GID is a 128-bit global identifier (union ibv_gid), in network order: a
@@ -74,7 +76,7 @@ func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g) }
 func ParseGID(s string) (GID, error) {
 	a, err := netip.ParseAddr(strings.TrimSpace(s))
 	if err != nil || a.Zone() != "" {
-		return GID{}, fmt.Errorf("bad GID %q", s)
+		return GID{}, fmt.Errorf("bad GID %s", errs.Quote(s))
 	}
 	return GID(a.As16()), nil
 }
@@ -128,7 +130,7 @@ func parseSysfsGIDType(s string, ethernet bool) (GIDType, error) {
 	case "RoCE v2":
 		return GIDTypeRoCEv2, nil
 	}
-	return 0, fmt.Errorf("unknown GID type %q: %w", s, syscall.EPROTO)
+	return 0, fmt.Errorf("unknown GID type %s: %w", errs.Quote(s), syscall.EPROTO)
 }
 
 // MTU is an InfiniBand MTU (enum ibv_mtu): a port's maximum and active

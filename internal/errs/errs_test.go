@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -33,5 +34,15 @@ func TestOpErrorTimeout(t *testing.T) {
 		if got := ne.Timeout(); got != c.want {
 			t.Errorf("%v: net.OpError's Timeout() %t, want %t", ne, got, c.want)
 		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	if got := Quote("rxe0"); got != `"rxe0"` {
+		t.Errorf("Quote(rxe0) = %s", got)
+	}
+	long := strings.Repeat("a", 1<<20)
+	if got, want := Quote(long), `"`+long[:64]+`"... (1048576 bytes)`; got != want {
+		t.Errorf("Quote of 1 MiB = %.100s, want %s", got, want)
 	}
 }
