@@ -1,0 +1,158 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// TestCloseCQWhileWaitWithEventQueued is issue [X]'s sequence, looped: a
+// receive CQ on a channel, armed; one SEND's completion polled, so its
+// event is queued in the channel's fd and not yet read; both QPs closed;
+// then the CQ's Close and a Wait on the channel at once; then Ack of what
+// Wait returned, Close again if the first said EBUSY, and the rest
+// closed. Every step has a deadline; a step that passes it fails the test
+// with every goroutine's stack.
+func TestCloseCQWhileWaitWithEventQueued(t *testing.T) {
+	n := 10
+	if v, err := strconv.Atoi(os.Getenv("GOVERBS_CLOSERACE")); err == nil && v > 0 {
+		n = v
+	}
+	for i := 0; i < n; i++ {
+		if !closeRaceOnce(t, i) {
+			return
+		}
+	}
+}
+
+// closeRaceOnce runs the sequence once on a context of its own; false
+// when it failed.
+func closeRaceOnce(t *testing.T, iter int) bool {
+	t.Helper()
+	step := func(name string, limit time.Duration, fn func() error) error {
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(limit):
+			var b strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Fatalf("iteration %d: %s did not return within %v; goroutines:\n%s", iter, name, limit, &b)
+			return nil
+		}
+	}
+	ctx := rdmatest.Open(t)
+	defer ctx.Close()
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	ch, err := ctx.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	buf, err := uverbs.AllocBuffer(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	mr, err := pd.RegMR(buf.Bytes(), rdmatest.AllAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	as, err := ctx.NewCQ(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := ctx.NewCQ(16, cq.WithChannel(ch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qcfg := func(send, recv *cq.CQ) uverbs.QPConfig {
+		return uverbs.QPConfig{Type: uverbs.RC, SendCQ: send, RecvCQ: recv,
+			Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	}
+	a, err := pd.NewQP(qcfg(as, as))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pd.NewQP(qcfg(as, br))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdmatest.ConnectRC(t, a, b)
+	if err := br.ReqNotify(cq.NextCompletion); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PostSend([]uverbs.SendWR{{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 16)}}}); err != nil {
+		t.Fatal(err)
+	}
+	rdmatest.PollN(t, br, 1)
+	rdmatest.PollN(t, as, 1)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The race: Close of the CQ beside a Wait on its channel, whose event
+	// is queued.
+	closeErr := make(chan error, 1)
+	go func() { closeErr <- br.Close() }()
+	var got *cq.CQ
+	werr := step("Wait", 4*time.Second, func() error {
+		wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		got, err = ch.Wait(wctx)
+		return err
+	})
+	var cerr error
+	step("CQ.Close racing Wait", 4*time.Second, func() error { cerr = <-closeErr; return nil })
+	switch {
+	case werr == nil && got != br:
+		t.Fatalf("iteration %d: Wait returned another CQ", iter)
+	case werr == nil:
+		step("Ack", time.Second, func() error { return got.Ack(1) })
+	case errors.Is(werr, context.DeadlineExceeded):
+		// Close took the CQ first: its event went with it.
+	default:
+		t.Fatalf("iteration %d: Wait: %v", iter, werr)
+	}
+	if errors.Is(cerr, syscall.EBUSY) {
+		if err := step("CQ.Close again", 4*time.Second, br.Close); err != nil {
+			t.Fatalf("iteration %d: CQ.Close after Ack: %v", iter, err)
+		}
+	} else if cerr != nil {
+		t.Fatalf("iteration %d: CQ.Close: %v", iter, cerr)
+	}
+	if err := step("send CQ's Close", 4*time.Second, as.Close); err != nil {
+		t.Fatal(err)
+	}
+	if err := step("Channel.Close", 4*time.Second, ch.Close); err != nil {
+		t.Fatal(err)
+	}
+	if err := step("Context.Close", 4*time.Second, ctx.Close); err != nil {
+		t.Fatal(err)
+	}
+	return !t.Failed()
+}
