@@ -48,7 +48,7 @@ type DeviceAttr struct {
 	LocalCAAckDelay       uint8
 	MaxRawIPv6QP          int
 	MaxRawEthernetQP      int
-	DeviceCapFlags        uint32 // enum ib_uverbs_device_cap_flags, low 32 bits (uapi.IB_UVERBS_DEVICE_*)
+	DeviceCapFlags        uint32 // enum ib_uverbs_device_cap_flags, low 32 bits (the kernel's IB_UVERBS_DEVICE_* bits)
 	DeviceCapFlagsEx      uint64 // all of them, the high bits included
 	RawPacketCapFlags     uint32 // enum ib_uverbs_raw_packet_caps
 
@@ -288,7 +288,7 @@ type PortAttr struct {
 	ActiveMTU MTU
 	GIDTblLen int // size of the GID table, valid entries or not
 	// PortCapFlags is enum ib_uverbs_query_port_cap_flags
-	// (uapi.IB_UVERBS_PCF_*); PortCapFlags2 its continuation, which only
+	// (the kernel's IB_UVERBS_PCF_* bits); PortCapFlags2 its continuation, which only
 	// the QUERY_PORT ioctl reports.
 	PortCapFlags  uint32
 	PortCapFlags2 uint16
