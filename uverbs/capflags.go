@@ -7,7 +7,7 @@ import (
 	"github.com/goverbs/goverbs/uapi"
 )
 
-//go:generate go run golang.org/x/tools/cmd/stringer@v0.30.0 -type=deviceCapBit,portCapBit -linecomment -output=capflags_string.go
+//go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=deviceCapBit,portCapBit,rawPacketCapBit -linecomment -output=zcapflags_string.go
 
 // DeviceCap is a set of a device's capabilities (enum
 // ib_uverbs_device_cap_flags, the kernel's IB_UVERBS_DEVICE_* bits), as
@@ -47,8 +47,11 @@ const (
 // IB_UVERBS_DEVICE_ prefix, joined by "|" ("SRQ_RESIZE|XRC"); a bit with
 // no name is shown in hex, and the empty set as "0".
 func (c DeviceCap) String() string {
-	return bitSetString(uint64(c), func(b uint64) string { return deviceCapBit(b).String() })
+	return bitSetString(uint64(c), "deviceCapBit", func(b uint64) string { return deviceCapBit(b).String() })
 }
+
+// Has reports whether c holds every capability of want.
+func (c DeviceCap) Has(want DeviceCap) bool { return c&want == want }
 
 // PortCap is a set of a port's capabilities (enum
 // ib_uverbs_query_port_cap_flags, the kernel's IB_UVERBS_PCF_* bits), as
@@ -92,15 +95,42 @@ const (
 // IB_UVERBS_PCF_ prefix, joined by "|" ("SM|CM_SUP"); a bit with no name
 // is shown in hex, and the empty set as "0".
 func (c PortCap) String() string {
-	return bitSetString(uint64(c), func(b uint64) string { return portCapBit(b).String() })
+	return bitSetString(uint64(c), "portCapBit", func(b uint64) string { return portCapBit(b).String() })
 }
 
-// deviceCapBit and portCapBit name one bit each, for stringer: its
-// String answers the line comment, or "deviceCapBit(N)" for a bit with
-// no name.
+// Has reports whether c holds every capability of want.
+func (c PortCap) Has(want PortCap) bool { return c&want == want }
+
+// RawPacketCap is a set of a device's offloads for raw packet QPs (enum
+// ib_uverbs_raw_packet_caps, the kernel's IB_UVERBS_RAW_PACKET_CAP_*
+// bits), as [DeviceAttr] reports them.
+type RawPacketCap uint32
+
+// The raw packet capabilities, one bit each; the values are the kernel's.
+const (
+	RawPacketCapCVLANStripping RawPacketCap = uapi.IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING
+	RawPacketCapScatterFCS     RawPacketCap = uapi.IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS
+	RawPacketCapIPCsum         RawPacketCap = uapi.IB_UVERBS_RAW_PACKET_CAP_IP_CSUM
+	RawPacketCapDelayDrop      RawPacketCap = uapi.IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP
+)
+
+// String names the set bits as the kernel does, without the
+// IB_UVERBS_RAW_PACKET_CAP_ prefix, joined by "|" ("SCATTER_FCS|IP_CSUM");
+// a bit with no name is shown in hex, and the empty set as "0".
+func (c RawPacketCap) String() string {
+	return bitSetString(uint64(c), "rawPacketCapBit", func(b uint64) string { return rawPacketCapBit(b).String() })
+}
+
+// Has reports whether c holds every capability of want.
+func (c RawPacketCap) Has(want RawPacketCap) bool { return c&want == want }
+
+// deviceCapBit, portCapBit and rawPacketCapBit name one bit each, for
+// stringer: its String answers the line comment, or "deviceCapBit(N)"
+// (the type's name, then the value) for a bit with no name.
 type (
-	deviceCapBit uint64
-	portCapBit   uint32
+	deviceCapBit    uint64
+	portCapBit      uint32
+	rawPacketCapBit uint32
 )
 
 const (
@@ -163,10 +193,18 @@ const (
 	portCapBitIPBasedGIDs                 = portCapBit(PortCapIPBasedGIDs)                 // IP_BASED_GIDS
 )
 
+const (
+	rawPacketCapBitCVLANStripping = rawPacketCapBit(RawPacketCapCVLANStripping) // CVLAN_STRIPPING
+	rawPacketCapBitScatterFCS     = rawPacketCapBit(RawPacketCapScatterFCS)     // SCATTER_FCS
+	rawPacketCapBitIPCsum         = rawPacketCapBit(RawPacketCapIPCsum)         // IP_CSUM
+	rawPacketCapBitDelayDrop      = rawPacketCapBit(RawPacketCapDelayDrop)      // DELAY_DROP
+)
+
 // bitSetString returns the names of v's set bits, lowest first, joined by
-// "|"; name answers a bit's name, or a string ending in ")" for a bit
-// with none, which is shown in hex instead. Zero is "0".
-func bitSetString(v uint64, name func(bit uint64) string) string {
+// "|". name answers a bit's name, or, for a bit with none, stringer's
+// fallback: bitType, then the value in parentheses; such a bit is shown
+// in hex instead. Zero is "0".
+func bitSetString(v uint64, bitType string, name func(bit uint64) string) string {
 	if v == 0 {
 		return "0"
 	}
@@ -177,7 +215,7 @@ func bitSetString(v uint64, name func(bit uint64) string) string {
 		if len(b) != 0 {
 			b = append(b, '|')
 		}
-		if s := name(bit); !strings.HasSuffix(s, ")") {
+		if s := name(bit); !strings.HasPrefix(s, bitType+"(") {
 			b = append(b, s...)
 		} else {
 			b = append(b, "0x"...)

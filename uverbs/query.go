@@ -48,9 +48,9 @@ type DeviceAttr struct {
 	LocalCAAckDelay       uint8
 	MaxRawIPv6QP          int
 	MaxRawEthernetQP      int
-	DeviceCapFlags        DeviceCap // the device's capabilities, the low 32 bits only
-	DeviceCapFlagsEx      DeviceCap // all of them, the high bits included
-	RawPacketCapFlags     uint32    // enum ib_uverbs_raw_packet_caps
+	DeviceCapFlags        DeviceCap    // the device's capabilities, the low 32 bits only
+	DeviceCapFlagsEx      DeviceCap    // all of them, the high bits included
+	RawPacketCapFlags     RawPacketCap // offloads for raw packet QPs
 
 	// CompletionTimestampMask is the valid bits of a completion's
 	// timestamp; 0 if the device does not stamp completions.

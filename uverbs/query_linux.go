@@ -78,7 +78,7 @@ func deviceAttr(r *uapi.IBUverbsExQueryDeviceResp, driver uint32) DeviceAttr {
 		MaxRawEthernetQP:      clampCount(b.MaxRawEthyQP),
 		DeviceCapFlags:        DeviceCap(b.DeviceCapFlags),
 		DeviceCapFlagsEx:      DeviceCap(r.DeviceCapFlagsEx),
-		RawPacketCapFlags:     r.RawPacketCaps,
+		RawPacketCapFlags:     RawPacketCap(r.RawPacketCaps),
 
 		CompletionTimestampMask: r.TimestampMask,
 		HCACoreClock:            r.HcaCoreClock,

@@ -61,7 +61,7 @@ func TestQueryDevice(t *testing.T) {
 		t.Errorf("limits: %+v", a)
 	}
 	// The extended flags carry the plain ones in their low half.
-	if uint32(a.DeviceCapFlagsEx) != uint32(a.DeviceCapFlags) || a.DeviceCapFlags&uverbs.DeviceCapPortActiveEvent == 0 {
+	if uint32(a.DeviceCapFlagsEx) != uint32(a.DeviceCapFlags) || !a.DeviceCapFlags.Has(uverbs.DeviceCapPortActiveEvent) {
 		t.Errorf("device_cap_flags %v, _ex %v", a.DeviceCapFlags, a.DeviceCapFlagsEx)
 	}
 	if a.AtomicCap != uverbs.AtomicHCA {

@@ -262,7 +262,7 @@ func TestSRQResize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr.DeviceCapFlags&uverbs.DeviceCapSRQResize == 0 {
+	if !attr.DeviceCapFlags.Has(uverbs.DeviceCapSRQResize) {
 		t.Fatalf("rxe0's capabilities %v lack SRQ_RESIZE", attr.DeviceCapFlags)
 	}
 	pd, err := c.AllocPD()
