@@ -62,10 +62,13 @@ build:
 	$(GO) build -o bin/goverbs ./cmd/goverbs
 
 # Regenerate uapi/ from the pinned RDMA headers (internal/cmd/genuapi/pins.go:
-# Debian packages it downloads with apt-get download; it needs gcc).
+# Debian packages it downloads with apt-get download; it needs gcc), then
+# uverbs' bit names (stringer, pinned in its go:generate line; go run
+# fetches that version through the module proxy, go.mod is untouched).
 generate: tools
 	@sh test/host.sh gcc
 	$(GO) generate ./uapi/...
+	$(GO) generate ./uverbs/...
 
 # Host tools the targets below need: Go itself must be there.
 tools:

@@ -13,24 +13,51 @@ import (
 type EventType uint32
 
 // The events the kernel reports, and the two the package reports in
-// their place (see [EventChannel.Wait]).
+// their place (see [EventChannel.Wait]). The values are the kernel's
+// (enum rdma_cm_event_type); String names each as the kernel does,
+// without its RDMA_CM_EVENT_ prefix.
 const (
-	EventAddrResolved    EventType = uapi.RDMA_CM_EVENT_ADDR_RESOLVED
-	EventAddrError       EventType = uapi.RDMA_CM_EVENT_ADDR_ERROR
-	EventRouteResolved   EventType = uapi.RDMA_CM_EVENT_ROUTE_RESOLVED
-	EventRouteError      EventType = uapi.RDMA_CM_EVENT_ROUTE_ERROR
-	EventConnectRequest  EventType = uapi.RDMA_CM_EVENT_CONNECT_REQUEST
+	// EventAddrResolved: ResolveAddr found the local device and address
+	// for the destination.
+	EventAddrResolved EventType = uapi.RDMA_CM_EVENT_ADDR_RESOLVED
+	// EventAddrError: ResolveAddr failed; the event's Status says why.
+	EventAddrError EventType = uapi.RDMA_CM_EVENT_ADDR_ERROR
+	// EventRouteResolved: ResolveRoute found a path to the destination.
+	EventRouteResolved EventType = uapi.RDMA_CM_EVENT_ROUTE_RESOLVED
+	// EventRouteError: ResolveRoute failed; the event's Status says why.
+	EventRouteError EventType = uapi.RDMA_CM_EVENT_ROUTE_ERROR
+	// EventConnectRequest: a peer asks a listening ID to connect (or, in a
+	// datagram port space, for its QP number); the event carries the new ID.
+	EventConnectRequest EventType = uapi.RDMA_CM_EVENT_CONNECT_REQUEST
+	// EventConnectResponse: the peer accepted a connect on an ID with no
+	// QP. An ID with a QP reports EventEstablished (or EventConnectError)
+	// in its place, having moved the QP to RTS.
 	EventConnectResponse EventType = uapi.RDMA_CM_EVENT_CONNECT_RESPONSE
-	EventConnectError    EventType = uapi.RDMA_CM_EVENT_CONNECT_ERROR
-	EventUnreachable     EventType = uapi.RDMA_CM_EVENT_UNREACHABLE
-	EventRejected        EventType = uapi.RDMA_CM_EVENT_REJECTED
-	EventEstablished     EventType = uapi.RDMA_CM_EVENT_ESTABLISHED
-	EventDisconnected    EventType = uapi.RDMA_CM_EVENT_DISCONNECTED
-	EventDeviceRemoval   EventType = uapi.RDMA_CM_EVENT_DEVICE_REMOVAL
-	EventMulticastJoin   EventType = uapi.RDMA_CM_EVENT_MULTICAST_JOIN
-	EventMulticastError  EventType = uapi.RDMA_CM_EVENT_MULTICAST_ERROR
-	EventAddrChange      EventType = uapi.RDMA_CM_EVENT_ADDR_CHANGE
-	EventTimewaitExit    EventType = uapi.RDMA_CM_EVENT_TIMEWAIT_EXIT
+	// EventConnectError: connecting failed, or the QP could not be moved
+	// to RTS after the peer accepted.
+	EventConnectError EventType = uapi.RDMA_CM_EVENT_CONNECT_ERROR
+	// EventUnreachable: the peer did not answer, or (datagram port spaces)
+	// refused the request.
+	EventUnreachable EventType = uapi.RDMA_CM_EVENT_UNREACHABLE
+	// EventRejected: the peer rejected the connect; the event carries its
+	// private data.
+	EventRejected EventType = uapi.RDMA_CM_EVENT_REJECTED
+	// EventEstablished: the connection is up.
+	EventEstablished EventType = uapi.RDMA_CM_EVENT_ESTABLISHED
+	// EventDisconnected: the connection is down (either side disconnected).
+	EventDisconnected EventType = uapi.RDMA_CM_EVENT_DISCONNECTED
+	// EventDeviceRemoval: the RDMA device the ID is bound to went away;
+	// the ID must be closed.
+	EventDeviceRemoval EventType = uapi.RDMA_CM_EVENT_DEVICE_REMOVAL
+	// EventMulticastJoin: a multicast join completed.
+	EventMulticastJoin EventType = uapi.RDMA_CM_EVENT_MULTICAST_JOIN
+	// EventMulticastError: a multicast group failed after it was joined.
+	EventMulticastError EventType = uapi.RDMA_CM_EVENT_MULTICAST_ERROR
+	// EventAddrChange: the network address the ID is bound to changed.
+	EventAddrChange EventType = uapi.RDMA_CM_EVENT_ADDR_CHANGE
+	// EventTimewaitExit: the QP of a disconnected connection left the
+	// time-wait state and may be reused.
+	EventTimewaitExit EventType = uapi.RDMA_CM_EVENT_TIMEWAIT_EXIT
 )
 
 var eventNames = [...]string{

@@ -38,9 +38,6 @@ func (c *Context) AllocPD() (*PD, error) {
 // Context returns the context the PD belongs to.
 func (p *PD) Context() *Context { return p.ctx }
 
-// Handle returns the kernel's handle of the PD.
-func (p *PD) Handle() uint32 { return p.handle }
-
 // Close deallocates the PD (ibv_dealloc_pd). It fails with EBUSY while
 // MRs, QPs or AHs still use it. A second Close returns ErrClosed.
 func (p *PD) Close() error {

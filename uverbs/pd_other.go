@@ -9,9 +9,6 @@ type PD struct{}
 // Context returns nil.
 func (p *PD) Context() *Context { return nil }
 
-// Handle returns 0.
-func (p *PD) Handle() uint32 { return 0 }
-
 // Close returns an error wrapping ErrNotSupported.
 func (p *PD) Close() error { return unsupported("dealloc pd", "") }
 

@@ -48,9 +48,9 @@ type DeviceAttr struct {
 	LocalCAAckDelay       uint8
 	MaxRawIPv6QP          int
 	MaxRawEthernetQP      int
-	DeviceCapFlags        uint32 // enum ib_uverbs_device_cap_flags, low 32 bits (uapi.IB_UVERBS_DEVICE_*)
-	DeviceCapFlagsEx      uint64 // all of them, the high bits included
-	RawPacketCapFlags     uint32 // enum ib_uverbs_raw_packet_caps
+	DeviceCapFlags        DeviceCap    // the device's capabilities, the low 32 bits only
+	DeviceCapFlagsEx      DeviceCap    // all of them, the high bits included
+	RawPacketCapFlags     RawPacketCap // offloads for raw packet QPs
 
 	// CompletionTimestampMask is the valid bits of a completion's
 	// timestamp; 0 if the device does not stamp completions.
@@ -287,10 +287,9 @@ type PortAttr struct {
 	MaxMTU    MTU
 	ActiveMTU MTU
 	GIDTblLen int // size of the GID table, valid entries or not
-	// PortCapFlags is enum ib_uverbs_query_port_cap_flags
-	// (uapi.IB_UVERBS_PCF_*); PortCapFlags2 its continuation, which only
-	// the QUERY_PORT ioctl reports.
-	PortCapFlags  uint32
+	// PortCapFlags is the port's capabilities; PortCapFlags2 their
+	// continuation, which only the QUERY_PORT ioctl reports.
+	PortCapFlags  PortCap
 	PortCapFlags2 uint16
 	MaxMsgSz      uint32 // the largest message, in bytes
 	BadPkeyCntr   uint32

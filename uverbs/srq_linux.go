@@ -134,8 +134,8 @@ func (s *SRQ) Query() (SRQAttr, error) {
 
 // Resize changes how many receives the SRQ holds (ibv_modify_srq with
 // IBV_SRQ_MAX_WR), keeping those posted: at least maxWR, as at creation.
-// Posts wait while it runs. Devices without IB_UVERBS_DEVICE_SRQ_RESIZE
-// in DeviceAttr.DeviceCapFlags cannot: on them (mlx5) it returns an
+// Posts wait while it runs. Devices without [DeviceCapSRQResize] in
+// DeviceAttr.DeviceCapFlags cannot: on them (mlx5) it returns an
 // error wrapping ErrNotSupported. Fewer than the receives posted, fewer
 // than an armed limit, or more than the device's MaxSRQWR is an error
 // wrapping EINVAL, and the SRQ stays as it was.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
-	"github.com/goverbs/goverbs/uapi"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -263,8 +262,8 @@ func TestSRQResize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr.DeviceCapFlags&uapi.IB_UVERBS_DEVICE_SRQ_RESIZE == 0 {
-		t.Fatalf("rxe0's capabilities %#x lack SRQ_RESIZE", attr.DeviceCapFlags)
+	if !attr.DeviceCapFlags.Has(uverbs.DeviceCapSRQResize) {
+		t.Fatalf("rxe0's capabilities %v lack SRQ_RESIZE", attr.DeviceCapFlags)
 	}
 	pd, err := c.AllocPD()
 	if err != nil {

@@ -152,7 +152,7 @@ func writeDeviceLimits(f *fieldWriter, h *hca) {
 	f.field(1, "page_size_cap", devCol, "0x%x", a.PageSizeCap)
 	f.field(1, "max_qp", devCol, "%d", a.MaxQP)
 	f.field(1, "max_qp_wr", devCol, "%d", a.MaxQPWR)
-	f.field(1, "device_cap_flags", devCol, "0x%08x", a.DeviceCapFlags)
+	f.field(1, "device_cap_flags", devCol, "0x%08x", uint64(a.DeviceCapFlags))
 	f.flags(bitNames(uint64(a.DeviceCapFlags), deviceCapNames, true))
 	f.field(1, "max_sge", devCol, "%d", a.MaxSGE)
 	f.field(1, "max_sge_rd", devCol, "%d", a.MaxSGERd)
@@ -207,8 +207,8 @@ func writeDeviceLimits(f *fieldWriter, h *hca) {
 		f.printf("\traw packet caps:\n")
 		f.flags(bitNames(uint64(a.RawPacketCapFlags), rawPacketCapNames, false))
 	}
-	f.field(1, "device_cap_flags_ex", devCol, "0x%X", a.DeviceCapFlagsEx)
-	f.flags(bitNames(a.DeviceCapFlagsEx&^0xffffffff, deviceCapExNames, true))
+	f.field(1, "device_cap_flags_ex", devCol, "0x%X", uint64(a.DeviceCapFlagsEx))
+	f.flags(bitNames(uint64(a.DeviceCapFlagsEx)&^0xffffffff, deviceCapExNames, true))
 	f.field(1, "max_wq_type_rq", devCol, "%d", a.MaxWQTypeRQ)
 	if m := a.CQModeration; m.MaxCount != 0 && m.MaxPeriod != 0 {
 		f.printf("\n\tcq moderation caps:\n")
@@ -234,7 +234,7 @@ func writePort(f *fieldWriter, h *hca, p *hcaPort, verbose bool) {
 	f.field(3, "link_layer", portCol, "%s", linkLayerString(a.LinkLayer))
 	if verbose {
 		f.field(3, "max_msg_sz", portCol, "0x%x", a.MaxMsgSz)
-		f.field(3, "port_cap_flags", portCol, "0x%08x", a.PortCapFlags)
+		f.field(3, "port_cap_flags", portCol, "0x%08x", uint32(a.PortCapFlags))
 		f.field(3, "port_cap_flags2", portCol, "0x%04x", a.PortCapFlags2)
 		f.field(3, "max_vl_num", portCol, "%s (%d)", vlString(a.MaxVLNum), a.MaxVLNum)
 		f.field(3, "bad_pkey_cntr", portCol, "0x%x", a.BadPkeyCntr)

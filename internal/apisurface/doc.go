@@ -13,4 +13,13 @@
 // a Linux-only exported function, method, type, field, constant or
 // variable without its stub fails it, and so does a stub whose signature
 // differs.
+//
+// TestGoldenAPI holds the exported API of every public package (each
+// package of the module but internal ones, uapi, commands, examples and
+// test suites: notGolden says why each is left out) to testdata/api.txt,
+// so that a change of it is an edit seen in review.
+// TestGoldenCoversEveryPackage fails on a package that is neither golden
+// nor left out. TestDocsDoNotSendUsersToUAPI fails on a public package
+// whose docs say "uapi.": uapi mirrors the kernel and promises nothing,
+// so the public API is documented in its own names.
 package apisurface
