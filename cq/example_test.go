@@ -2,6 +2,7 @@ package cq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -45,12 +46,14 @@ func ExampleChannel_Wait() {
 		}
 		fired, err := ch.Wait(ctx) // parks the goroutine, not a thread; ctx ends it
 		if err != nil {
-			fmt.Println(err) // get cq event rxe0: context deadline exceeded
+			fmt.Println(err) // nothing was posted, so the deadline ends the wait
 			return
 		}
 		fired.Ack(1) // acknowledge before Close; batching is fine
 		fmt.Println("event for the CQ with user value", fired.UserValue())
 	}
+	// Output:
+	// get cq event rxe0: context deadline exceeded
 }
 
 // Serve runs the same loop for one or many CQs on a channel.
@@ -81,7 +84,9 @@ func ExampleChannel_Serve() {
 		fmt.Println(len(wcs), "completions")
 		return nil
 	})
-	fmt.Println(err)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded)) // nothing was posted
+	// Output:
+	// true
 }
 
 // Polling without events: busy-poll into a reused slice, with no system
@@ -105,6 +110,9 @@ func ExampleCQ_Poll() {
 	for _, wc := range wcs[:n] {
 		fmt.Println(wc.WRID, wc.Opcode, wc.Status, wc.ByteLen)
 	}
+	fmt.Println(n, "completions") // nothing was posted
+	// Output:
+	// 0 completions
 }
 
 // One goroutine owns the CQ: it polls in a loop, and nothing else polls,
@@ -121,18 +129,21 @@ func ExampleWithSingleThreaded() {
 	}
 	defer c.Close()
 
-	done := make(chan struct{})
+	got := make(chan int)
 	go func() { // the CQ's only user from here on
-		defer close(done)
 		wcs := make([]cq.WC, 64)
-		for got := 0; got < 1000; {
-			n, err := c.Poll(wcs)
+		n := 0
+		for range 1000 { // a thousand polls
+			k, err := c.Poll(wcs)
 			if err != nil {
 				log.Print(err)
-				return
+				break
 			}
-			got += n
+			n += k
 		}
+		got <- n
 	}()
-	<-done
+	fmt.Println(<-got, "completions") // nothing was posted
+	// Output:
+	// 0 completions
 }
