@@ -106,33 +106,3 @@ func ExampleCQ_Poll() {
 		fmt.Println(wc.WRID, wc.Opcode, wc.Status, wc.ByteLen)
 	}
 }
-
-// One goroutine owns the CQ: it polls in a loop, and nothing else polls,
-// arms, resizes or closes it meanwhile, so the CQ can skip its lock.
-func ExampleWithSingleThreaded() {
-	dev, err := uverbs.Open("rxe0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer dev.Close()
-	c, err := dev.NewCQ(1024, cq.WithSingleThreaded())
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-
-	done := make(chan struct{})
-	go func() { // the CQ's only user from here on
-		defer close(done)
-		wcs := make([]cq.WC, 64)
-		for got := 0; got < 1000; {
-			n, err := c.Poll(wcs)
-			if err != nil {
-				log.Print(err)
-				return
-			}
-			got += n
-		}
-	}()
-	<-done
-}

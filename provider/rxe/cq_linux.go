@@ -96,18 +96,15 @@ func (q *completionQueue) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error)
 	// still the CQ's unless a Resize or Close replaced it (pollLocked then
 	// starts over), and the error word need not be read: an overrun that
 	// Fail records after the look lets this completion out first
-	// (RingLock's step 3). A single-threaded CQ keeps the look's ring and
-	// indices: nothing else polls, resizes or closes it meanwhile.
+	// (RingLock's step 3).
 	if len(wcs) != 1 {
 		return q.pollLocked(wcs, l)
 	}
-	if !l.Single() {
-		l.Lock()
-		if q.ring != r {
-			return q.unlockPoll(wcs, l)
-		}
-		c, p = r.cons.Load(), r.prod.Load() // p: acquire
+	l.Lock()
+	if q.ring != r {
+		return q.unlockPoll(wcs, l)
 	}
+	c, p = r.cons.Load(), r.prod.Load() // p: acquire
 	i := c & r.mask
 	if i == p&r.mask {
 		return q.unlockPoll(wcs, l) // taken since the look, or out of range
