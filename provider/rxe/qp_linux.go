@@ -124,8 +124,7 @@ func (q *queuePair) PostSend(wrs []provider.SendWR) (int, error) {
 		// write short, well under the tick: its doorbell goes through
 		// RawSyscall (RingQuick), which keeps the P and skips that
 		// price. A batch, a larger request, or a queue still holding
-		// requests rings through Syscall. docs/PERFORMANCE.md has the
-		// counts.
+		// requests rings through Syscall.
 		if quick {
 			err = q.doorbell.RingQuick(q.conn)
 		} else {
