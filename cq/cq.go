@@ -65,10 +65,9 @@ func (r *backendRing) PollRing(wcs []WC, l *cqseam.RingLock) (int, error) {
 
 // config holds the options of a new CQ.
 type config struct {
-	Channel        *Channel
-	Vector         int
-	UserValue      uint64
-	SingleThreaded bool
+	Channel   *Channel
+	Vector    int
+	UserValue uint64
 }
 
 // Option sets an option of a new CQ.
@@ -82,33 +81,18 @@ func WithChannel(ch *Channel) Option { return func(c *config) { c.Channel = ch }
 // events on), in [0, uverbs.Context.NumCompVectors).
 func WithVector(v int) Option { return func(c *config) { c.Vector = v } }
 
-// WithSingleThreaded promises that the CQ is used by one goroutine at a
-// time: no Poll runs at the same time as another Poll, ReqNotify, Resize
-// or Close of the CQ, nor as a QP that completes into it being moved to
-// RESET (mlx5 then takes the QP's completions out of the CQ). Poll then
-// takes no lock to consume (IBV_CREATE_CQ_ATTR_SINGLE_THREADED of
-// ibv_create_cq_ex): two locked instructions fewer per Poll that finds
-// completions (the lock's taking and giving back). Waiting on the CQ's channel and Ack may still happen on
-// other goroutines. Breaking the promise is a data race, with what that
-// means in Go: a completion handed to two Polls or to none, and a Close
-// racing a Poll may crash the process, as a map written by two
-// goroutines does. Without the option, every method is safe to race.
-func WithSingleThreaded() Option { return func(c *config) { c.SingleThreaded = true } }
-
 // WithUserValue stores a value of the caller's with the CQ (the cq_context
 // of ibv_create_cq); UserValue returns it, also from the CQ an event names.
 func WithUserValue(v uint64) Option { return func(c *config) { c.UserValue = v } }
 
 // CQ is a completion queue (ibv_cq).
 //
-// All its methods are safe for concurrent use, unless it was made
-// WithSingleThreaded. A Poll that finds the CQ empty takes no lock (both
+// All its methods are safe for concurrent use. A Poll that finds the CQ empty takes no lock (both
 // providers, rxe and mlx5, allow it); a Poll that consumes, ReqNotify,
 // Resize and Close serialise on one lock, so two Polls never take the
 // same completion, and a Close racing a Poll never unmaps the ring under
-// it: the racing Poll returns 0 or ErrClosed (see cqseam.RingLock). A
-// single-threaded CQ's Poll consumes without the lock, on the caller's
-// promise that nothing races it. Calls after Close return an error
+// it: the racing Poll returns 0 or ErrClosed (see cqseam.RingLock).
+// Calls after Close return an error
 // wrapping ErrClosed. Ack is a single atomic compare-and-swap.
 type CQ struct {
 	be   backend
@@ -150,9 +134,6 @@ func newCQ(dev string, size int, create func(cqseam.Request) (any, error), opts 
 		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("completion vector %d: %w", cfg.Vector, syscall.EINVAL)}
 	}
 	c := &CQ{cfg: cfg, dev: dev, user: handles.Add(1)}
-	if cfg.SingleThreaded {
-		c.lock.SetSingle()
-	}
 	req := cqseam.Request{Size: size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user}
 	if ch := cfg.Channel; ch != nil {
 		if err := ch.attach(c.user, c); err != nil {

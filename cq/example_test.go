@@ -114,36 +114,3 @@ func ExampleCQ_Poll() {
 	// Output:
 	// 0 completions
 }
-
-// One goroutine owns the CQ: it polls in a loop, and nothing else polls,
-// arms, resizes or closes it meanwhile, so the CQ can skip its lock.
-func ExampleWithSingleThreaded() {
-	dev, err := uverbs.Open("rxe0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer dev.Close()
-	c, err := dev.NewCQ(1024, cq.WithSingleThreaded())
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-
-	got := make(chan int)
-	go func() { // the CQ's only user from here on
-		wcs := make([]cq.WC, 64)
-		n := 0
-		for range 1000 { // a thousand polls
-			k, err := c.Poll(wcs)
-			if err != nil {
-				log.Print(err)
-				break
-			}
-			n += k
-		}
-		got <- n
-	}()
-	fmt.Println(<-got, "completions") // nothing was posted
-	// Output:
-	// 0 completions
-}

@@ -146,38 +146,8 @@ func TestPollAllocatesNothing(t *testing.T) {
 	}
 }
 
-// A CQ made WithSingleThreaded consumes without its lock, through a ring
-// or a plain backend, and still reports ErrClosed after Close; a default
-// CQ's Poll waits for the lock.
-func TestSingleThreadedTakesNoLock(t *testing.T) {
-	for _, ring := range []bool{true, false} {
-		fb := &fakeBackend{wrids: []uint64{1, 2, 3}, ring: ring}
-		c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) {
-			if ring {
-				return fakeRingBackend{fb}, nil
-			}
-			return fb, nil
-		}, []Option{WithSingleThreaded()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.lock.Mutex().Lock() // held elsewhere: a Poll that took it would hang
-		wcs := make([]WC, 2)
-		if n, err := c.Poll(wcs); n != 2 || err != nil || wcs[1].WRID != 2 {
-			t.Fatalf("ring %v: Poll = %d, %v, %+v", ring, n, err, wcs[:n])
-		}
-		if n := testing.AllocsPerRun(10, func() { c.Poll(wcs) }); n != 0 {
-			t.Errorf("ring %v: Poll allocates %v times", ring, n)
-		}
-		c.lock.Mutex().Unlock()
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Poll(wcs); !errors.Is(err, ErrClosed) {
-			t.Errorf("ring %v: Poll after Close: %v, want ErrClosed", ring, err)
-		}
-	}
-
+// A CQ's Poll that finds completions waits for the CQ's lock.
+func TestPollTakesLock(t *testing.T) {
 	c, _ := newFake(t, true, 1)
 	c.lock.Mutex().Lock()
 	done := make(chan int)

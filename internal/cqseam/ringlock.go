@@ -26,10 +26,7 @@ import (
 // (its ring is still the one it looked at: Close releases it under the
 // lock) may leave the error word unread: an overrun that Fail records
 // between steps 1 and 3 then lets this one Poll out first, ordered before
-// the Fail, as it would have been had it run a moment earlier. On a
-// single-threaded CQ (Single) no other Poll, and no Close or Resize, runs
-// beside it, so step 3 may consume what the look found without the lock
-// or a second read.
+// the Fail, as it would have been had it run a moment earlier.
 //
 // So two Polls never take the same completion, and a Poll never reads a
 // ring that Close or Resize (which hold the lock) has unmapped.
@@ -41,31 +38,16 @@ type RingLock struct {
 	// err. Another value (nil once drained; err replaced by Close) means
 	// no drain.
 	drain atomic.Pointer[error]
-	// single: the CQ was made WithSingleThreaded, and Lock and Unlock do
-	// nothing (SetSingle).
-	single bool
 }
 
 // Err returns the error every Poll returns from now on, or nil.
 func (l *RingLock) Err() *error { return l.err.Load() }
 
-// Lock takes the CQ's lock, unless the CQ is single-threaded.
-func (l *RingLock) Lock() {
-	if !l.single {
-		l.mu.Lock()
-	}
-}
-
-// Single reports whether the CQ is single-threaded: Lock and Unlock then
-// do nothing, and a Ring may consume what its look found (step 3 above).
-func (l *RingLock) Single() bool { return l.single }
+// Lock takes the CQ's lock.
+func (l *RingLock) Lock() { l.mu.Lock() }
 
 // Unlock releases it.
-func (l *RingLock) Unlock() {
-	if !l.single {
-		l.mu.Unlock()
-	}
-}
+func (l *RingLock) Unlock() { l.mu.Unlock() }
 
 // Fail records the error that broke the CQ (an overrun). Poll first
 // hands out what the ring still holds (the CQ is Draining), and returns
@@ -102,13 +84,9 @@ func (l *RingLock) Drained(n int) (int, error) {
 	return 0, *l.err.Load()
 }
 
-// SetSingle makes Lock and Unlock do nothing: the CQ was made
-// single-threaded. The CQ calls it before any Ring sees the RingLock.
-func (l *RingLock) SetSingle() { l.single = true }
-
-// Mutex is the CQ's lock itself, which Lock and Unlock skip on a
-// single-threaded CQ: the CQ's ReqNotify, Resize, Close and event
-// accounting always take it.
+// Mutex is the CQ's lock itself, which Lock and Unlock take and give
+// back: the CQ's ReqNotify, Resize, Close and event accounting take it
+// too.
 func (l *RingLock) Mutex() *sync.Mutex { return &l.mu }
 
 // Close makes *p the error every Poll returns from now on (ErrClosed),

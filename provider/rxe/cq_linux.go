@@ -89,25 +89,21 @@ func (q *completionQueue) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error)
 		return 0, nil
 	}
 	// One completion into one slot, the poll of a latency loop, has a
-	// path of its own that makes no call but the rare fix-up's: through
-	// pollLocked's loop it costs 28 % more instructions (the performance
-	// table's poll per CQE at batch 1), for the frame, the spills around
-	// its calls and the loop's setup. Under the lock the look's ring is
+	// path of its own that makes no call but the rare fix-up's, which
+	// keeps pollLocked's frame, the spills around its calls and its
+	// loop's setup off the latency path. Under the lock the look's ring is
 	// still the CQ's unless a Resize or Close replaced it (pollLocked then
 	// starts over), and the error word need not be read: an overrun that
 	// Fail records after the look lets this completion out first
-	// (RingLock's step 3). A single-threaded CQ keeps the look's ring and
-	// indices: nothing else polls, resizes or closes it meanwhile.
+	// (RingLock's step 3).
 	if len(wcs) != 1 {
 		return q.pollLocked(wcs, l)
 	}
-	if !l.Single() {
-		l.Lock()
-		if q.ring != r {
-			return q.unlockPoll(wcs, l)
-		}
-		c, p = r.cons.Load(), r.prod.Load() // p: acquire
+	l.Lock()
+	if q.ring != r {
+		return q.unlockPoll(wcs, l)
 	}
+	c, p = r.cons.Load(), r.prod.Load() // p: acquire
 	i := c & r.mask
 	if i == p&r.mask {
 		return q.unlockPoll(wcs, l) // taken since the look, or out of range
@@ -170,10 +166,9 @@ func (q *completionQueue) pollLocked(wcs []cq.WC, l *cqseam.RingLock) (int, erro
 
 // copyRun converts len(run) consecutive slots, the first at start and each
 // step bytes past the one before, into run. It copies them all, then
-// fixes up those with an error or flags, if any: a loop that makes no
-// call keeps its values in registers, which pollLocked's many live
-// values would otherwise take (poll per CQE at batch 16 and 64: 28.6 and
-// 19.9 instructions against 31.3 and 25.8 with the loop in pollLocked).
+// fixes up those with an error or flags, if any: a loop of its own that
+// makes no call keeps its values in registers, which pollLocked's many
+// live values would otherwise take.
 //
 //go:noinline
 func copyRun(run []cq.WC, start unsafe.Pointer, step uintptr) {

@@ -107,28 +107,24 @@ func wrErr(i int, err error) error { return fmt.Errorf("work request %d: %w", i,
 // doorbell once for the batch. A doorbell that fails leaves the requests
 // written, counted in n (doorbellErr).
 //
-// One request, the latency tools' case, has a path of its own: no loop
-// state kept across the calls (about 15 instructions a post).
+// One request, the latency tools' case, has a path of its own that keeps
+// no loop state across the calls.
 func (q *queuePair) PostSend(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 1 {
 		quick, err := q.postOneSend(&wrs[0])
 		if err != nil {
 			return 0, wrErr(0, err)
 		}
-		// 6.1's rxe sends the queue's requests inside the doorbell's
-		// write, which lasts as long as they take. Through Syscall (Ring)
-		// the runtime can take the P from a write that outlasts its
-		// monitor's tick (20 µs at the least) and stop the world without
-		// waiting for it; the price is the scheduler's entry and exit
-		// and, on one CPU, the monitor's visits: 16,900 instructions a
-		// latency step against 14,400 through RawSyscall (make bench's
-		// count, one vCPU), and a 10 µs system call 28 % longer on one
-		// host CPU. A lone request of at most quickDoorbellBytes on an
-		// empty queue (quick) leaves the write that request's work, a
-		// few microseconds, under the tick: its doorbell goes through
-		// RawSyscall (RingQuick), keeping the P, and a stop of the world
-		// waits for it. A batch, a larger request, or a queue still
-		// holding requests rings through Syscall.
+		// rxe sends the queue's requests inside the doorbell's write,
+		// which lasts as long as they take. Ring goes through Syscall, so
+		// the runtime can take the P from a write that outlasts the
+		// monitor's tick and stop the world without waiting for it, at
+		// the price of the scheduler's entry and exit. A lone request of
+		// at most quickDoorbellBytes on an empty queue (quick) keeps the
+		// write short, well under the tick: its doorbell goes through
+		// RawSyscall (RingQuick), which keeps the P and skips that
+		// price. A batch, a larger request, or a queue still holding
+		// requests rings through Syscall.
 		if quick {
 			err = q.doorbell.RingQuick(q.conn)
 		} else {
@@ -169,9 +165,9 @@ func doorbellErr(n int, err error) error {
 }
 
 // quickDoorbellBytes is the most a lone request on an empty send queue
-// may carry for PostSend to ring its doorbell through RawSyscall: about
-// 30,000 of the kernel's instructions (a 64-byte write's step counts
-// about 14,000, each byte more about 15), a few microseconds.
+// may carry for PostSend to ring its doorbell through RawSyscall: the
+// kernel's work for it stays a few microseconds, under the runtime
+// monitor's tick.
 const quickDoorbellBytes = 1024
 
 // postOneSend writes one request into the send queue and publishes it.
@@ -182,8 +178,8 @@ const quickDoorbellBytes = 1024
 // A plain request (an opcode of provider.PlainSendOps for the QP's type,
 // no inline data, at most sendSGE SGEs) is checked here, in three
 // compares and the length's after the SGEs are written; anything else
-// goes through checkSend first. Calling provider.CheckSend for every
-// request costs about 50 instructions a post.
+// goes through checkSend first, which keeps provider.CheckSend's general
+// checks off the common request.
 func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 	sq := q.sq
 	var length uint64
@@ -203,7 +199,7 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 	slot := sq.slot(prod)
 	// The header is cleared in two halves: the compiler unrolls each
 	// into seven stores, where a clear of the whole 208 bytes is a loop
-	// (and unsafe.Slice's overflow checks): 15 instructions, not 28.
+	// (and unsafe.Slice's overflow checks).
 	h := (*[2][sendWQEHeader / 2]byte)(slot)
 	h[0] = [sendWQEHeader / 2]byte{}
 	h[1] = [sendWQEHeader / 2]byte{}
@@ -295,9 +291,8 @@ func (q *queuePair) checkSend(wr *provider.SendWR) (length uint64, ahNum uint32,
 // them as packets arrive, so no syscall is needed.
 //
 // Its loop is its own, and sharedRecvQueue.PostRecv has a copy: a loop shared
-// through a function, with the errors made by another, costs each
-// receive about 20 instructions more, an eighth of a post (make bench's
-// count: 169 against 190 a WR), and the WQE's writing does not fit the
+// through a function, with the errors made by another, adds a call and
+// its spills to each receive, and the WQE's writing does not fit the
 // inliner's budget.
 func (q *queuePair) PostRecv(wrs []provider.RecvWR) (int, error) {
 	rq := q.rq

@@ -128,12 +128,6 @@ func BenchmarkPollEmpty(b *testing.B) {
 // beside a thread the restart woke on the VM's other vCPU.
 func BenchmarkPollDrain(b *testing.B) { pollDrain(b) }
 
-// BenchmarkPollDrainSingle is PollDrain on a CQ made cq.WithSingleThreaded
-// (IBV_CREATE_CQ_ATTR_SINGLE_THREADED), whose Poll takes no lock. Its C
-// twin is PollDrain: rdma-core's rxe provider locks its CQ in every poll,
-// whatever the flag says.
-func BenchmarkPollDrainSingle(b *testing.B) { pollDrain(b, cq.WithSingleThreaded()) }
-
 func pollDrain(b *testing.B, opts ...cq.Option) {
 	for _, batch := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {

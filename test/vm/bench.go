@@ -360,61 +360,38 @@ var microTargets = map[string]float64{
 	"PollDrain/batch=1":  0.9,
 	"PollDrain/batch=16": 0.9,
 	"PollDrain/batch=64": 0.9,
-	// The same target, for the poll with no lock: what cq.WithSingleThreaded
-	// gives a caller that promises one goroutine.
-	"PollDrainSingle/batch=1":  0.9,
-	"PollDrainSingle/batch=16": 0.9,
-	"PollDrainSingle/batch=64": 0.9,
-	"PostSRQRecv":              1.0,
-}
-
-// cTwin names the C benchmark a Go benchmark is compared with: itself,
-// but for the single-threaded CQ's drains, whose twin is the plain drain
-// (rdma-core's rxe provider locks its CQ in every poll, whatever
-// IBV_CREATE_CQ_ATTR_SINGLE_THREADED says: rxe_create_cq_ex ignores it).
-func cTwin(name string) string {
-	if rest, ok := strings.CutPrefix(name, "PollDrainSingle/"); ok {
-		return "PollDrain/" + rest
-	}
-	return name
+	"PostSRQRecv":        1.0,
 }
 
 // microUnit is the unit each Go benchmark is compared in.
 var microUnit = map[string]string{
-	"PollEmpty":                "ns/op",
-	"PollDrain/batch=1":        "ns/CQE",
-	"PollDrain/batch=16":       "ns/CQE",
-	"PollDrain/batch=64":       "ns/CQE",
-	"PollDrainSingle/batch=1":  "ns/CQE",
-	"PollDrainSingle/batch=16": "ns/CQE",
-	"PollDrainSingle/batch=64": "ns/CQE",
-	"ReqNotify":                "ns/op",
-	"EventRoundTrip":           "ns/op",
-	"PostPoll":                 "ns/op",
-	"PostSend":                 "ns/WR",
-	"PostRecv":                 "ns/WR",
-	"PostSRQRecv":              "ns/WR",
+	"PollEmpty":          "ns/op",
+	"PollDrain/batch=1":  "ns/CQE",
+	"PollDrain/batch=16": "ns/CQE",
+	"PollDrain/batch=64": "ns/CQE",
+	"ReqNotify":          "ns/op",
+	"EventRoundTrip":     "ns/op",
+	"PostPoll":           "ns/op",
+	"PostSend":           "ns/WR",
+	"PostRecv":           "ns/WR",
+	"PostSRQRecv":        "ns/WR",
 }
 
 var microOrder = []string{"PollEmpty", "PollDrain/batch=1", "PollDrain/batch=16", "PollDrain/batch=64",
-	"PollDrainSingle/batch=1", "PollDrainSingle/batch=16", "PollDrainSingle/batch=64",
 	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv", "PostSRQRecv"}
 
 // microLabel says in words what each Go benchmark measures.
 var microLabel = map[string]string{
-	"PollEmpty":                "empty poll",
-	"PollDrain/batch=1":        "poll per CQE, batch 1",
-	"PollDrain/batch=16":       "poll per CQE, batch 16",
-	"PollDrain/batch=64":       "poll per CQE, batch 64",
-	"PollDrainSingle/batch=1":  "poll per CQE, batch 1, single-threaded CQ (C: rxe's poll, which always locks)",
-	"PollDrainSingle/batch=16": "poll per CQE, batch 16, single-threaded CQ (C: the same)",
-	"PollDrainSingle/batch=64": "poll per CQE, batch 64, single-threaded CQ (C: the same)",
-	"ReqNotify":                "ReqNotify (REQ_NOTIFY_CQ write command)",
-	"EventRoundTrip":           "event round trip: arm, post, wake, ack, poll",
-	"PostPoll":                 "a latency tool's step: post one write, poll its completion",
-	"PostSend":                 "PostSend per WR (batches of 32, one doorbell)",
-	"PostRecv":                 "PostRecv per WR",
-	"PostSRQRecv":              "SRQ.PostRecv per WR (C: ibv_post_srq_recv)",
+	"PollEmpty":          "empty poll",
+	"PollDrain/batch=1":  "poll per CQE, batch 1",
+	"PollDrain/batch=16": "poll per CQE, batch 16",
+	"PollDrain/batch=64": "poll per CQE, batch 64",
+	"ReqNotify":          "ReqNotify (REQ_NOTIFY_CQ write command)",
+	"EventRoundTrip":     "event round trip: arm, post, wake, ack, poll",
+	"PostPoll":           "a latency tool's step: post one write, poll its completion",
+	"PostSend":           "PostSend per WR (batches of 32, one doorbell)",
+	"PostRecv":           "PostRecv per WR",
+	"PostSRQRecv":        "SRQ.PostRecv per WR (C: ibv_post_srq_recv)",
 }
 
 // benchResult is what one kernel's bench VM measured.
@@ -633,7 +610,7 @@ func (r *benchResult) microTable() string {
 	var b strings.Builder
 	b.WriteString("| benchmark | unit | rdma-core (C) | goverbs | goverbs / rdma-core | target | goverbs allocs/op (least run) |\n|---|---|---|---|---|---|---|\n")
 	for _, name := range microOrder {
-		c, g := best(r.MicroC[cTwin(name)]), best(r.MicroGo[name])
+		c, g := best(r.MicroC[name]), best(r.MicroGo[name])
 		allocs := "–"
 		if a, ok := r.Allocs[name]; ok {
 			allocs = num(a)
@@ -657,7 +634,7 @@ func (r *benchResult) countTable() string {
 	var b strings.Builder
 	b.WriteString("| benchmark | instructions per | rdma-core (C) | goverbs | goverbs / rdma-core |\n|---|---|---|---|---|\n")
 	for _, name := range microOrder {
-		c, g := best(r.MicroC[cTwin(name)]), best(r.MicroGo[name])
+		c, g := best(r.MicroC[name]), best(r.MicroGo[name])
 		if math.IsNaN(c) || math.IsNaN(g) {
 			continue
 		}

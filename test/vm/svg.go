@@ -193,9 +193,7 @@ func ratioPanel(d *svgDoc, r *benchResult, x, y, w, h float64) {
 		"PollEmpty": "empty poll", "PollDrain/batch=1": "poll/CQE, batch 1", "PollDrain/batch=16": "poll/CQE, batch 16",
 		"PollDrain/batch=64": "poll/CQE, batch 64", "ReqNotify": "ReqNotify", "EventRoundTrip": "event round trip",
 		"PostPoll": "post+poll", "PostSend": "PostSend/WR", "PostRecv": "PostRecv/WR",
-		"PostSRQRecv": "SRQ PostRecv/WR", "PollDrainSingle/batch=1": "1-thread CQ, 1",
-		"PollDrainSingle/batch=16": "1-thread CQ, 16",
-		"PollDrainSingle/batch=64": "1-thread CQ, 64",
+		"PostSRQRecv": "SRQ PostRecv/WR",
 	}
 	top := y + 22
 	left := x + 112
@@ -211,7 +209,7 @@ func ratioPanel(d *svgDoc, r *benchResult, x, y, w, h float64) {
 	for i, name := range microOrder {
 		ry := top + float64(i)*rowH
 		d.text(left-6, ry+rowH*0.65, "end", "11", "normal", labels[name])
-		ratio := best(r.MicroGo[name]) / best(r.MicroC[cTwin(name)])
+		ratio := best(r.MicroGo[name]) / best(r.MicroC[name])
 		if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
 			d.text(left+4, ry+rowH*0.65, "start", "10", "normal", "no C figure")
 			continue
