@@ -16,6 +16,9 @@ import (
 // a completion. Many CQs may share one Channel; each event names its CQ
 // by a handle looked up in the channel's table, never by a pointer.
 //
+// Its methods that return an error return one wrapping os.ErrInvalid on
+// a nil *Channel, as os.(*File) methods do on a nil *File.
+//
 // Create one with uverbs.Context.NewCompChannel. A Channel is safe for
 // concurrent use. Wait and TryWait may be called from many goroutines;
 // one at a time reads the fd.
@@ -95,8 +98,14 @@ func newChannel(fd int, dev string) (*Channel, error) {
 }
 
 // FD returns the channel's file descriptor, for CQ creation and for
-// callers that poll it themselves. It stays owned by the Channel.
-func (ch *Channel) FD() int { return int(ch.f.Fd()) }
+// callers that poll it themselves. It stays owned by the Channel. It is
+// -1 for a nil Channel, as os.(*File).Fd says for a nil File.
+func (ch *Channel) FD() int {
+	if ch == nil {
+		return -1
+	}
+	return int(ch.f.Fd())
+}
 
 // attach registers a CQ that uses the channel under its event handle; it
 // fails once the channel is closed.
@@ -130,6 +139,9 @@ func (ch *Channel) lookup(h uint64) *CQ {
 // error wrapping EBUSY while a CQ still uses the channel, and with
 // ErrClosed the second time. A Wait in progress ends with ErrClosed.
 func (ch *Channel) Close() error {
+	if ch == nil {
+		return nilErr("destroy comp channel")
+	}
 	const op = "destroy comp channel"
 	ch.mu.Lock()
 	switch {
@@ -204,6 +216,9 @@ func (ch *Channel) isClosed() bool { return ch.closed.Load() }
 // when the channel is closed, and one wrapping EIO, at once, when the
 // device was removed under it (the kernel closed the channel's queue).
 func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
+	if ch == nil {
+		return nil, nilErr("get cq event")
+	}
 	const op = "get cq event"
 	if err := ch.rd.Lock(ctx); err != nil {
 		return nil, &OpError{Op: op, Device: ch.dev, Err: err}
@@ -327,6 +342,9 @@ func (ch *Channel) makeEpoll() error {
 // blocks) and allocates nothing.
 // Acknowledge the event with [CQ.Ack], as one from Wait.
 func (ch *Channel) TryWait() (*CQ, bool, error) {
+	if ch == nil {
+		return nil, false, nilErr("get cq event")
+	}
 	const op = "get cq event"
 	if !ch.rd.TryLock() && !ch.afterReadAhead() {
 		return nil, false, nil // a Wait is reading: it will take what is queued

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/goverbs/goverbs/internal/cqseam"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -94,6 +95,11 @@ func WithUserValue(v uint64) Option { return func(c *config) { c.UserValue = v }
 // it: the racing Poll returns 0 or ErrClosed (see cqseam.RingLock).
 // Calls after Close return an error
 // wrapping ErrClosed. Ack is a single atomic compare-and-swap.
+//
+// On a nil *CQ, Ack, ReqNotify, Resize and Close return an error wrapping
+// os.ErrInvalid (as os.(*File) methods do on a nil *File) and Unacked
+// returns 0; Poll, the hot path, checks nothing and panics, as indexing a
+// nil slice does.
 type CQ struct {
 	be   backend
 	cfg  config
@@ -207,6 +213,9 @@ func (c *CQ) Poll(wcs []WC) (int, error) {
 // keeping the ones it holds, in order. It fails with EINVAL when n is
 // below what the CQ holds now or above the device's maximum.
 func (c *CQ) Resize(n int) error {
+	if c == nil {
+		return nilErr("resize cq")
+	}
 	const op = "resize cq"
 	c.lock.Mutex().Lock()
 	defer c.lock.Mutex().Unlock()
@@ -248,6 +257,9 @@ const (
 // then wait (as [Channel.Serve] does). Another value of n is an error
 // wrapping EINVAL.
 func (c *CQ) ReqNotify(n Notify) error {
+	if c == nil {
+		return nilErr("req notify cq")
+	}
 	// The lock is released by hand on each path, not deferred: a
 	// deferred call costs every arm a closure's setup and an indirect
 	// call, on the path that runs once per event.
@@ -295,6 +307,9 @@ func (c *CQ) eventRead() bool {
 // number, is an error wrapping EINVAL and acknowledges nothing: no credit
 // is banked against later events. After Close it returns ErrClosed.
 func (c *CQ) Ack(n int) error {
+	if c == nil {
+		return nilErr("ack cq events")
+	}
 	for {
 		a, d := c.acked.Load(), c.delivered.Load()
 		if n < 0 || uint64(n) > d-a {
@@ -322,6 +337,9 @@ func (c *CQ) ackErr(n int, unacked uint64) error {
 
 // Unacked returns how many delivered completion events are not yet acknowledged.
 func (c *CQ) Unacked() int {
+	if c == nil {
+		return 0
+	}
 	d, a := c.delivered.Load(), c.acked.Load()
 	if a >= d {
 		return 0
@@ -340,6 +358,9 @@ func (c *CQ) Unacked() int {
 // CQ, and with ErrClosed the second time.
 func (c *CQ) Close() error {
 	const op = "destroy cq"
+	if c == nil {
+		return nilErr(op)
+	}
 	c.lock.Mutex().Lock()
 	defer c.lock.Mutex().Unlock()
 	if c.closed.Load() {
@@ -404,3 +425,9 @@ func (e *busyError) Error() string {
 }
 
 func (e *busyError) Unwrap() error { return syscall.EBUSY }
+
+// nilErr is the error of a method called on a nil *CQ or *Channel, as
+// os.(*File) methods on a nil *File return os.ErrInvalid.
+//
+//go:noinline
+func nilErr(op string) error { return &OpError{Op: op, Err: os.ErrInvalid} }

@@ -32,6 +32,9 @@ type ServeOptions struct {
 // A CQ of ch that is not in cqs may still raise events; Serve
 // acknowledges and ignores them.
 func (ch *Channel) Serve(ctx context.Context, cqs []*CQ, opts *ServeOptions, fn func(c *CQ, wcs []WC) error) error {
+	if ch == nil {
+		return nilErr("serve cq events")
+	}
 	const op = "serve cq events"
 	var o ServeOptions
 	if opts != nil {
