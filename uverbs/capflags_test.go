@@ -1,9 +1,11 @@
 package uverbs_test
 
 import (
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -53,6 +55,9 @@ func TestCapHas(t *testing.T) {
 // uapi.<PREFIX><NAME>, and its bit's line comment is <NAME>.
 func TestCapNamesAreTheKernels(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "capflags.go", nil, parser.ParseComments|parser.SkipObjectResolution)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skip("capflags.go is not here (a VM holds the test binary only): the host's go test reads it")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
