@@ -217,8 +217,8 @@ func (c *CQ) Resize(n int) error {
 		return nilErr("resize cq")
 	}
 	const op = "resize cq"
-	c.lock.Mutex().Lock()
-	defer c.lock.Mutex().Unlock()
+	c.lock.Lock()
+	defer c.lock.Unlock()
 	if c.closed.Load() {
 		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
 	}
@@ -266,13 +266,13 @@ func (c *CQ) ReqNotify(n Notify) error {
 	if n > NextSolicited {
 		return c.notifyErr(n)
 	}
-	c.lock.Mutex().Lock()
+	c.lock.Lock()
 	if c.closed.Load() {
-		c.lock.Mutex().Unlock()
+		c.lock.Unlock()
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: ErrClosed}
 	}
 	err := c.arm.ReqNotify(n == NextSolicited)
-	c.lock.Mutex().Unlock()
+	c.lock.Unlock()
 	if err != nil {
 		return &OpError{Op: "req notify cq", Device: c.dev, Err: err}
 	}
@@ -288,14 +288,14 @@ func (c *CQ) notifyErr(n Notify) error {
 
 // eventRead counts an event the channel delivers; false if the CQ is closed.
 func (c *CQ) eventRead() bool {
-	c.lock.Mutex().Lock() // released by hand, as in ReqNotify
+	c.lock.Lock() // released by hand, as in ReqNotify
 	if c.closed.Load() {
-		c.lock.Mutex().Unlock()
+		c.lock.Unlock()
 		return false
 	}
 	c.delivered.Add(1)
 	c.arm.EventRead()
-	c.lock.Mutex().Unlock()
+	c.lock.Unlock()
 	return true
 }
 
@@ -361,8 +361,8 @@ func (c *CQ) Close() error {
 	if c == nil {
 		return nilErr(op)
 	}
-	c.lock.Mutex().Lock()
-	defer c.lock.Mutex().Unlock()
+	c.lock.Lock()
+	defer c.lock.Unlock()
 	if c.closed.Load() {
 		return &OpError{Op: op, Device: c.dev, Err: ErrClosed}
 	}
@@ -395,8 +395,8 @@ func (c *CQ) Close() error {
 // before the error word says ErrClosed (RingLock's protocol, as in Close),
 // and every later call returns ErrClosed.
 func (c *CQ) shut(release func()) {
-	c.lock.Mutex().Lock()
-	defer c.lock.Mutex().Unlock()
+	c.lock.Lock()
+	defer c.lock.Unlock()
 	if c.closed.Load() {
 		return
 	}

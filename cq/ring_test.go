@@ -149,7 +149,7 @@ func TestPollAllocatesNothing(t *testing.T) {
 // A CQ's Poll that finds completions waits for the CQ's lock.
 func TestPollTakesLock(t *testing.T) {
 	c, _ := newFake(t, true, 1)
-	c.lock.Mutex().Lock()
+	c.lock.Lock()
 	done := make(chan int)
 	go func() { n, _ := c.Poll(make([]WC, 1)); done <- n }()
 	select {
@@ -157,7 +157,7 @@ func TestPollTakesLock(t *testing.T) {
 		t.Fatalf("a default CQ's Poll consumed %d without its lock", n)
 	case <-time.After(20 * time.Millisecond):
 	}
-	c.lock.Mutex().Unlock()
+	c.lock.Unlock()
 	if n := <-done; n != 1 {
 		t.Errorf("Poll after the lock came free = %d, want 1", n)
 	}

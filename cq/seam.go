@@ -28,8 +28,8 @@ func init() {
 	}
 	cqseam.Exclusive = func(q any, f func()) {
 		if c, ok := q.(*CQ); ok && c != nil {
-			c.lock.Mutex().Lock()
-			defer c.lock.Mutex().Unlock()
+			c.lock.Lock()
+			defer c.lock.Unlock()
 			if !c.closed.Load() { // else its ring is gone
 				f()
 			}

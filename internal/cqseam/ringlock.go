@@ -43,7 +43,8 @@ type RingLock struct {
 // Err returns the error every Poll returns from now on, or nil.
 func (l *RingLock) Err() *error { return l.err.Load() }
 
-// Lock takes the CQ's lock.
+// Lock takes the CQ's lock: a Poll that consumes, and the CQ's
+// ReqNotify, Resize, Close and event accounting.
 func (l *RingLock) Lock() { l.mu.Lock() }
 
 // Unlock releases it.
@@ -83,11 +84,6 @@ func (l *RingLock) Drained(n int) (int, error) {
 	l.drain.Store(nil)
 	return 0, *l.err.Load()
 }
-
-// Mutex is the CQ's lock itself, which Lock and Unlock take and give
-// back: the CQ's ReqNotify, Resize, Close and event accounting take it
-// too.
-func (l *RingLock) Mutex() *sync.Mutex { return &l.mu }
 
 // Close makes *p the error every Poll returns from now on (ErrClosed),
 // ending any drain. The CQ calls it under the lock, after its ring is
