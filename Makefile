@@ -3,6 +3,10 @@
 
 GO          ?= go
 export CGO_ENABLED := 0
+# -trimpath keeps the checkout's directory out of what go builds, and so out
+# of the build cache's keys: a fresh clone of a commit this machine has
+# built before compiles nothing again (make test from a clone: CI).
+export GOFLAGS := -trimpath $(GOFLAGS)
 # Where go builds and runs its binaries: $GOTMPDIR, $TMPDIR or /tmp where
 # the host lets a program there run, else a directory in the goverbs cache
 # (test/host.sh tmpdir). Found once per make.

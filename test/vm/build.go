@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -25,7 +27,11 @@ func goCmdCgo(ctx context.Context, root, arch string, cgo bool, args ...string) 
 	if cgo {
 		enabled = "CGO_ENABLED=1"
 	}
-	cmd.Env = append(os.Environ(), enabled, "GOOS=linux", "GOARCH="+arch)
+	// -trimpath keeps the checkout's directory out of the binaries, and so
+	// out of the build cache's keys: a second clone of the same commit
+	// builds nothing again.
+	cmd.Env = append(os.Environ(), enabled, "GOOS=linux", "GOARCH="+arch,
+		strings.TrimSpace("GOFLAGS=-trimpath "+os.Getenv("GOFLAGS")))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%s GOARCH=%s go %s: %w\n%s", enabled, arch, strings.Join(args, " "), err, out)
@@ -87,19 +93,62 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 		if st, err := os.Stat(filepath.Join(f[1], "testdata")); err == nil && st.IsDir() {
 			b.Data = filepath.Join(f[1], "testdata")
 		}
-		args := []string{"test", "-c", "-o", b.Host}
-		if !noCheckptr {
-			args = append(args, "-gcflags=all=-d=checkptr")
-		}
-		if race {
-			args = append(args, "-race")
-		}
-		if _, err := goCmdCgo(ctx, root, arch, race, append(args, b.Pkg)...); err != nil {
-			return nil, err
-		}
 		bins = append(bins, b)
 	}
+	// One go test -c builds many packages' binaries side by side, on every
+	// core, into a directory, naming each by its package's last element; a
+	// batch holds packages whose last elements differ, and each binary is
+	// then moved to its flattened name.
+	args := []string{"test", "-c"}
+	if !noCheckptr {
+		args = append(args, "-gcflags=all=-d=checkptr")
+	}
+	if race {
+		args = append(args, "-race")
+	}
+	for _, batch := range batchByBase(bins) {
+		tmp, err := os.MkdirTemp(out, "batch")
+		if err != nil {
+			return nil, err
+		}
+		a := append(slices.Clip(args), "-o", tmp+string(filepath.Separator))
+		for _, b := range batch {
+			a = append(a, b.Pkg)
+		}
+		if _, err := goCmdCgo(ctx, root, arch, race, a...); err != nil {
+			return nil, err
+		}
+		for _, b := range batch {
+			if err := os.Rename(filepath.Join(tmp, path.Base(b.Pkg)+".test"), b.Host); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.Remove(tmp); err != nil {
+			return nil, err
+		}
+	}
 	return bins, nil
+}
+
+// batchByBase splits bins into batches in which no two packages share a
+// last path element, keeping their order.
+func batchByBase(bins []testBin) [][]testBin {
+	var batches [][]testBin
+	var seen []map[string]bool
+	for _, b := range bins {
+		base := path.Base(b.Pkg)
+		i := 0
+		for i < len(batches) && seen[i][base] {
+			i++
+		}
+		if i == len(batches) {
+			batches = append(batches, nil)
+			seen = append(seen, map[string]bool{})
+		}
+		batches[i] = append(batches[i], b)
+		seen[i][base] = true
+	}
+	return batches
 }
 
 // modelPackage reports whether the package at rel (from the module's

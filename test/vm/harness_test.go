@@ -393,3 +393,24 @@ func TestConsoleLines(t *testing.T) {
 		t.Errorf("lines (-want +got):\n%s", diff)
 	}
 }
+
+// TestBatchByBase: go test -c -o dir/ names each binary by its package's
+// last element, so one batch must not hold two packages that share it.
+func TestBatchByBase(t *testing.T) {
+	var bins []testBin
+	for _, p := range []string{"m/uverbs", "m/provider", "m/internal/provider", "m/cq", "m/x/provider", "m/internal/cq"} {
+		bins = append(bins, testBin{Pkg: p})
+	}
+	var got [][]string
+	for _, batch := range batchByBase(bins) {
+		var pkgs []string
+		for _, b := range batch {
+			pkgs = append(pkgs, b.Pkg)
+		}
+		got = append(got, pkgs)
+	}
+	want := [][]string{{"m/uverbs", "m/provider", "m/cq"}, {"m/internal/provider", "m/internal/cq"}, {"m/x/provider"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("batchByBase (-want +got):\n%s", diff)
+	}
+}
