@@ -52,7 +52,6 @@ type Channel struct {
 	unwatchFn func(epfd uintptr)      // = ch.unwatch
 
 	mu      sync.RWMutex
-	users   int            // guarded by mu: CQs attached
 	closed  atomic.Bool    // set by Close (or its context's) under mu; read with or without it
 	fdsGone bool           // guarded by mu: closeFDs has been called
 	table   map[uint64]*CQ // guarded by mu: event handle -> CQ
@@ -115,7 +114,6 @@ func (ch *Channel) attach(h uint64, c *CQ) error {
 	if ch.closed.Load() {
 		return ErrClosed
 	}
-	ch.users++
 	ch.table[h] = c
 	return nil
 }
@@ -123,7 +121,6 @@ func (ch *Channel) attach(h uint64, c *CQ) error {
 // detach forgets a CQ: later events naming it are dropped.
 func (ch *Channel) detach(h uint64) {
 	ch.mu.Lock()
-	ch.users--
 	delete(ch.table, h)
 	ch.mu.Unlock()
 }
@@ -135,23 +132,24 @@ func (ch *Channel) lookup(h uint64) *CQ {
 	return c
 }
 
-// Close destroys the channel (ibv_destroy_comp_channel). It fails with an
-// error wrapping EBUSY while a CQ still uses the channel, and with
-// ErrClosed the second time. A Wait in progress ends with ErrClosed.
+// Close destroys the channel (ibv_destroy_comp_channel): every Wait in
+// progress ends with ErrClosed, as does every later call, and Close
+// returns once none of them is reading the channel. A second Close
+// returns ErrClosed.
+//
+// Unlike ibv_destroy_comp_channel, Close does not refuse while CQs use
+// the channel: it closes the channel under them, so closing it is how a
+// program wakes the goroutines parked on it. Those CQs keep working
+// (polled, armed, closed as before); their completion events go nowhere.
 func (ch *Channel) Close() error {
 	if ch == nil {
 		return nilErr("destroy comp channel")
 	}
 	const op = "destroy comp channel"
 	ch.mu.Lock()
-	switch {
-	case ch.closed.Load():
+	if ch.closed.Load() {
 		ch.mu.Unlock()
 		return &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
-	case ch.users > 0:
-		n := ch.users
-		ch.mu.Unlock()
-		return &OpError{Op: op, Device: ch.dev, Err: &busyError{n: n, what: "CQ", verb: "attached to the channel"}}
 	}
 	ch.closed.Store(true)
 	ch.fdsGone = true
@@ -180,8 +178,8 @@ func (ch *Channel) closeFDs() error {
 	return err
 }
 
-// shut closes the channel because its device context closed, whatever
-// CQs still use it (the context's close ended them first): a parked Wait
+// shut closes the channel because its device context closed (which
+// ended its CQs first): a parked Wait
 // wakes with ErrClosed, and every later call returns ErrClosed. With
 // fds false it only marks the channel closed, for a context that closes
 // its kernel objects next (a Wait they wake then says ErrClosed, not
@@ -237,9 +235,9 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		if !ch.watched {
 			// The last Wait found its event queued (a park leaves the fd
 			// watched): read one before going to the poller, whose
-			// descriptor locks and reset cost about 200 instructions, and
-			// deliver it without the pending buffer (empty here). On a
-			// switch to parking that is one read(2) more, once.
+			// descriptor locks and reset are the dearer way to find it,
+			// and deliver it without the pending buffer (empty here). On
+			// a switch to parking that is one read(2) more, once.
 			ch.readErr = nil
 			h, ok := ch.readOne() // the turn keeps Close from closing the fd under it
 			if ok {
@@ -402,8 +400,8 @@ func (ch *Channel) next() *CQ {
 // (which is then dropped). The caller holds the turn.
 //
 // The CQ the last event named is kept, so that a run of events of one CQ
-// (the common case) looks in the table once: about 45 instructions an
-// event fewer (a read lock, a map). Handles are never reused, and
+// (the common case) looks in the table (a read lock, a map) once.
+// Handles are never reused, and
 // eventRead refuses a closed CQ, so the kept one stays right after its CQ
 // is closed and detached.
 func (ch *Channel) deliver(h uint64) *CQ {

@@ -391,7 +391,10 @@ func (c *Conn) teardown() error {
 		keep(c.cq.Close())
 	}
 	if c.cc != nil {
-		keep(c.cc.Close())
+		// The user may have closed the channel to wake a Wait on it.
+		if err := c.cc.Close(); err != nil && !errors.Is(err, cq.ErrClosed) {
+			keep(err)
+		}
 	}
 	if c.id != nil {
 		if err := c.id.Close(); err != nil && !errors.Is(err, ErrClosed) {

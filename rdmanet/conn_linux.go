@@ -208,7 +208,7 @@ func (c *Conn) react() {
 			return
 		}
 		// No context: one that can end costs the wait allocations each
-		// time it parks. Close wakes it with a completion (kickLocked).
+		// time it parks. Close wakes it by closing the channel.
 		if _, err := c.ch.Wait(context.Background()); err != nil {
 			c.mu.Lock()
 			if !c.closed {
@@ -219,24 +219,6 @@ func (c *Conn) react() {
 			return
 		}
 		c.cq.Ack(1)
-	}
-}
-
-// kickLocked makes a completion that wakes the event goroutine, for
-// Close: the QP in the error state flushes what is posted, and a send
-// posted now, which completes at once with a flush. The CQ is armed
-// whenever the goroutine waits.
-func (c *Conn) kickLocked() {
-	if err := c.qp.Modify(&uverbs.QPAttr{State: uverbs.QPErr}, uverbs.QPAttrState); err != nil {
-		return
-	}
-	if c.inflight >= c.sqDepth { // those in flight flush
-		return
-	}
-	wr := &c.swr[0]
-	wr.WRID, wr.Opcode, wr.Flags, wr.SGL, wr.Imm = tagCtrl, uverbs.WRSend, uverbs.SendSignaled, nil, 0
-	if _, err := c.qp.PostSend(c.swr[:]); err == nil {
-		c.inflight++
 	}
 }
 
@@ -631,15 +613,13 @@ func (c *Conn) Close() error {
 			c.progressLocked()
 		}
 		c.closed = true
-		c.kickLocked()
 		c.mu.Unlock()
 		close(c.done)
-		select {
-		case <-c.reactDone:
-		case <-time.After(closeWait): // no kick: rdmacm's Close ends its wait
-		}
-		c.closeErr = c.rc.Close()
+		// Closing the completion channel ends the event goroutine's Wait,
+		// parked or about to park, before the CQ goes with the connection.
+		_ = c.ch.Close()
 		<-c.reactDone
+		c.closeErr = c.rc.Close()
 		c.release()
 		c.releaseOneSided()
 	})

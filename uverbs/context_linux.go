@@ -158,8 +158,7 @@ func (c *Context) NumCompVectors() int { return c.vectors }
 
 // use takes the context for a call on its fd; done must follow. The hot
 // paths (QP.PostSend, cqBackend.ReqNotify) write both out: use is not
-// inlined (its error), and the calls cost a post or an arm about 20
-// instructions.
+// inlined (its error), and a call in every post or arm is not free.
 func (c *Context) use(op string) error {
 	c.mu.RLock()
 	if c.closed.Load() {

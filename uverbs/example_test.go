@@ -75,7 +75,7 @@ func ExamplePD_NewQP() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ch.Close() // after the CQ: EBUSY while a CQ uses it
+	defer ch.Close()
 	c, err := ctx.NewCQ(256, cq.WithChannel(ch), cq.WithUserValue(42))
 	if err != nil {
 		log.Fatal(err)

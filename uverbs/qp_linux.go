@@ -118,8 +118,8 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	// its mapped doorbell page (mlx5), which Context.Close keeps until it
 	// has set every live QP's stop under the QP's locks. So a post
 	// either ends first or finds stop set, with no lock or flag of the
-	// context's read on the way (its read lock would cost two locked
-	// instructions a post). A DEVICE_FATAL sets stop the same way.
+	// context's read on the way (its read lock would put two locked
+	// instructions in every post). A DEVICE_FATAL sets stop the same way.
 	q.sendMu.Lock()
 	if q.stop != nil {
 		return 0, q.stopped(op, &q.sendMu)

@@ -5,8 +5,8 @@
 // poll frees), after the loads and stores of the slot itself.
 //
 // sync/atomic has no release store: its Store is sequentially consistent,
-// which on amd64 is an XCHG, a locked instruction (about 5 ns against 1
-// for a plain MOV). On amd64 and 386
+// which on amd64 is an XCHG, a locked instruction, several times a plain
+// MOV's cost. On amd64 and 386
 // (x86-TSO: no store is seen before an earlier load or store) a release
 // store is a plain MOV, as the kernel's smp_store_release and rdma-core's
 // C11 atomic_store_explicit(..., memory_order_release) compile to. Store32

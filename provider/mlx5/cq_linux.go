@@ -285,8 +285,8 @@ func (q *completionQueue) drain(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 //
 // Each CQE is turned into its completion here, not in a function of its
 // own: Go keeps nothing in registers across a call, so a call a CQE would
-// cost its arguments, its frame and the reloads after it, about as many
-// instructions again. What is called is off the common path: the
+// add its arguments, its frame and the reloads after it to each CQE.
+// What is called is off the common path: the
 // decoding of anything but a requester's CQE (decodeCQE) and the lookup
 // of a QP that is not the run's (qpLookup.findNext).
 func (q *completionQueue) Poll(wcs []cq.WC) int {

@@ -286,10 +286,8 @@ var wqeOpcode = [32]uint8{
 // (inline ones among them) and postAtomics the atomics, in runs;
 // postOneSend each of the others: a WQE that would pass the ring's end,
 // and what it refuses. The two fast loops stay beside the general writer
-// because they win on a real CPU: in BenchmarkMlx5PostSend* at batch 16,
-// one general writer for every request takes 12.0 ns a plain send (10.1
-// here), 20.2 an 8-byte inline send (17.4), 17.0 a UD send (14.2) and
-// 13.4 an atomic (8.0).
+// because they are faster on a real CPU (BenchmarkMlx5PostSend*, in
+// docs/PERFORMANCE.md), by the most for atomics.
 func (q *queuePair) PostSend(wrs []provider.SendWR) (int, error) {
 	var err error
 	n := 0

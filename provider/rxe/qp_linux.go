@@ -345,8 +345,7 @@ func (q *queuePair) recvSGEErr(n int) error {
 //
 // It addresses each entry from dst rather than making a slice of it:
 // unsafe.Slice checks the length's product and the end's address for
-// overflow, instructions spent on sizes the callers have already checked
-// against the slot.
+// overflow, checks the callers have already made against the slot.
 func putSGL(dst unsafe.Pointer, sgl []provider.SGE) (length uint64) {
 	if len(sgl) == 0 {
 		return 0

@@ -77,8 +77,8 @@ func newQueue(mem []byte, minSlot uintptr) (*queue, error) {
 }
 
 // slot returns the address of slot i (masked). A multiply by step, not
-// a shift by its log2: Go defines shifts by 64 or more, and a shift by a
-// variable count costs the three instructions that check for them.
+// a shift by its log2: Go defines shifts by 64 or more, so a shift by a
+// variable count carries a check for them.
 func (q *queue) slot(i uint32) unsafe.Pointer {
 	return unsafe.Add(q.data, uintptr(i&q.mask)*q.step)
 }

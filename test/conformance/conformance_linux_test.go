@@ -746,3 +746,56 @@ func TestCloseEndsWait(t *testing.T) {
 		t.Errorf("TryWait after Close: %v, want ErrClosed", err)
 	}
 }
+
+// Closing a channel that armed CQs use wakes the Wait parked on it with
+// ErrClosed (libibverbs refuses the close with EBUSY instead, so a C
+// program has no way to wake its ibv_get_cq_event). Close returns only
+// once the Wait has let go of the channel; the CQs go on working without
+// it: a completion lands in the CQ and raises no event anywhere, and the
+// CQs close as usual.
+func TestCloseWithCQsWakesWait(t *testing.T) {
+	f := setup(t)
+	sendCQ, recvCQ := f.newCQ(t, 16), f.newCQ(t, 16)
+	a, b := f.rcPair(t, sendCQ, recvCQ, sendCQ, recvCQ)
+	for _, q := range []*cq.CQ{sendCQ, recvCQ} {
+		if err := q.ReqNotify(cq.NextCompletion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.ch.Wait(context.Background())
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the Wait park
+	if err := f.ch.Close(); err != nil {
+		t.Fatalf("Channel.Close with two CQs attached: %v", err)
+	}
+	// Close has returned: the Wait let go of the channel and is returning.
+	select {
+	case err := <-done:
+		if !errors.Is(err, cq.ErrClosed) {
+			t.Errorf("the parked Wait: %v, want ErrClosed", err)
+		}
+	case <-time.After(100 * time.Millisecond):
+		t.Fatal("the parked Wait did not end within 100 ms of Close")
+	}
+	if err := f.ch.Close(); !errors.Is(err, cq.ErrClosed) {
+		t.Errorf("second Channel.Close: %v, want ErrClosed", err)
+	}
+	if _, err := f.ctx.NewCQ(4, cq.WithChannel(f.ch)); !errors.Is(err, cq.ErrClosed) {
+		t.Errorf("NewCQ on the closed channel: %v, want ErrClosed", err)
+	}
+	// The armed CQs still complete work; the event goes nowhere.
+	f.recv(t, b, 100, 1)
+	f.send(t, a, 1, uverbs.WRSend, uverbs.SendSignaled)
+	for _, q := range []*cq.CQ{sendCQ, recvCQ} {
+		wc, ok := pollOne(q, 10*time.Second)
+		if !ok || wc.Status != cq.Success {
+			t.Errorf("a completion after the channel closed: %v %v, want one, Success", ok, wc.Status)
+		}
+		if n := q.Unacked(); n != 0 {
+			t.Errorf("%d events delivered after the channel closed, want 0", n)
+		}
+	}
+}
