@@ -51,10 +51,9 @@ type Channel struct {
 	readFn    func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
 	unwatchFn func(epfd uintptr)      // = ch.unwatch
 
-	mu      sync.RWMutex
-	closed  atomic.Bool    // set by Close (or its context's) under mu; read with or without it
-	fdsGone bool           // guarded by mu: closeFDs has been called
-	table   map[uint64]*CQ // guarded by mu: event handle -> CQ
+	mu    sync.RWMutex
+	state atomic.Int32   // chOpen, chClosed, chGone: moved forward under mu; read with or without it
+	table map[uint64]*CQ // guarded by mu: event handle -> CQ
 
 	// rd waits on ep. Its turn is held by whoever reads the fd: the
 	// holder owns ep's read deadline and the fields below. Close takes it
@@ -111,7 +110,7 @@ func (ch *Channel) FD() int {
 func (ch *Channel) attach(h uint64, c *CQ) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closed.Load() {
+	if ch.isClosed() {
 		return ErrClosed
 	}
 	ch.table[h] = c
@@ -147,12 +146,11 @@ func (ch *Channel) Close() error {
 	}
 	const op = "destroy comp channel"
 	ch.mu.Lock()
-	if ch.closed.Load() {
+	if ch.isClosed() {
 		ch.mu.Unlock()
 		return &OpError{Op: op, Device: ch.dev, Err: ErrClosed}
 	}
-	ch.closed.Store(true)
-	ch.fdsGone = true
+	ch.state.Store(chGone)
 	ch.mu.Unlock()
 	if err := ch.closeFDs(); err != nil {
 		return &OpError{Op: op, Device: ch.dev, Err: err}
@@ -160,12 +158,12 @@ func (ch *Channel) Close() error {
 	return nil
 }
 
-// closeFDs closes both fds once closed is set: it wakes a parked Wait and
+// closeFDs closes both fds once the state is chGone: it wakes a parked Wait and
 // closes the channel's fd only when no Wait or TryWait is reading it.
 func (ch *Channel) closeFDs() error {
 	var err error
 	ch.mu.Lock()
-	ep := ch.ep // fdsGone is set: no Wait makes one after this
+	ep := ch.ep // the state is chGone: no Wait makes one after this
 	ch.mu.Unlock()
 	if ep != nil {
 		err = ep.Close() // wakes a parked Wait, which then gives up its turn
@@ -179,24 +177,37 @@ func (ch *Channel) closeFDs() error {
 }
 
 // shut closes the channel because its device context closed (which
-// ended its CQs first): a parked Wait
-// wakes with ErrClosed, and every later call returns ErrClosed. With
+// ended its CQs first): a parked Wait wakes with ErrClosed, and every
+// later call returns ErrClosed. With
 // fds false it only marks the channel closed, for a context that closes
 // its kernel objects next (a Wait they wake then says ErrClosed, not
 // what the fd says); a later shut closes the fds.
 func (ch *Channel) shut(fds bool) {
 	ch.mu.Lock()
-	ch.closed.Store(true)
-	if !fds || ch.fdsGone {
+	switch {
+	case ch.state.Load() == chGone:
+		ch.mu.Unlock()
+		return
+	case !fds:
+		ch.state.Store(chClosed)
 		ch.mu.Unlock()
 		return
 	}
-	ch.fdsGone = true
+	ch.state.Store(chGone)
 	ch.mu.Unlock()
 	_ = ch.closeFDs()
 }
 
-func (ch *Channel) isClosed() bool { return ch.closed.Load() }
+// A Channel's states, in the only order it goes through them. Close goes
+// from chOpen to chGone at once; a context's Close marks its channels
+// chClosed first and closes their fds after its kernel objects.
+const (
+	chOpen   int32 = iota
+	chClosed       // every call but the fds' closing says ErrClosed; the fds are open
+	chGone         // closeFDs has been called: the fds are closed or closing
+)
+
+func (ch *Channel) isClosed() bool { return ch.state.Load() != chOpen }
 
 // Wait waits for the next completion event and returns the CQ it names
 // (ibv_get_cq_event). Acknowledge each event with CQ.Ack, and re-arm the
@@ -314,7 +325,7 @@ func (ch *Channel) park(ctx context.Context) error {
 func (ch *Channel) makeEpoll() error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.fdsGone {
+	if ch.state.Load() == chGone {
 		return ErrClosed
 	}
 	epfd, err := newEpoll()

@@ -369,25 +369,15 @@ func (c *CQ) Close() error {
 	if n := c.Unacked(); n > 0 {
 		return &OpError{Op: op, Device: c.dev, Err: &busyError{n: n, what: "completion event", verb: "not acknowledged (CQ.Ack)"}}
 	}
-	if _, _, err := c.be.Destroy(); err != nil {
-		if !errors.Is(err, ErrClosed) {
-			return err // EBUSY (a QP uses it) and the like: the CQ lives on
-		}
-		// The device context is closed: the kernel destroyed the CQ with it
-		// and the backend released the ring, so the CQ is gone all the same.
-		c.closed.Store(true)
-		c.lock.Close(&errPollClosed)
-		if c.cfg.Channel != nil {
-			c.cfg.Channel.detach(c.user)
-		}
-		return err
+	_, _, err := c.be.Destroy()
+	if err != nil && !errors.Is(err, ErrClosed) {
+		return err // EBUSY (a QP uses it) and the like: the CQ lives on
 	}
-	c.closed.Store(true)
-	c.lock.Close(&errPollClosed)
-	if c.cfg.Channel != nil {
-		c.cfg.Channel.detach(c.user)
-	}
-	return nil
+	// With ErrClosed the device context is closed: the kernel destroyed
+	// the CQ with it and the backend released the ring, so the CQ is gone
+	// all the same.
+	c.endLocked()
+	return err
 }
 
 // shut ends the CQ when its device context closed, which destroyed it in
@@ -403,6 +393,13 @@ func (c *CQ) shut(release func()) {
 	if release != nil {
 		release()
 	}
+	c.endLocked()
+}
+
+// endLocked marks the CQ closed once its kernel object and ring are gone:
+// Poll finds ErrClosed in the error word, and its channel forgets it.
+// The caller holds the lock.
+func (c *CQ) endLocked() {
 	c.closed.Store(true)
 	c.lock.Close(&errPollClosed)
 	if c.cfg.Channel != nil {
