@@ -15,9 +15,9 @@ import (
 type backend interface {
 	Handle() uint32
 	Size() int
-	// Poll moves up to len(wcs) completions into wcs and returns how many,
-	// or an error once the CQ is broken (an overrun lost completions).
-	Poll(wcs []WC) (int, error)
+	// Ring returns the provider's ring, a ring, which every Poll of the
+	// CQ goes to. The backend may keep l, to Fail the CQ.
+	Ring(l *cqseam.RingLock) any
 	// ReqNotify arms the CQ for its next, or next solicited, completion.
 	ReqNotify(solicitedOnly bool) error
 	// EventRead is told of each completion event delivered for the CQ.
@@ -31,37 +31,10 @@ type backend interface {
 }
 
 // ring is a provider's completion ring, to which Poll hands over
-// entirely when the backend has one: one call into the provider per
-// Poll, and no lock for an empty ring. PollRing follows
-// cqseam.RingLock's protocol.
+// entirely: one call into the provider per Poll, and no lock for an
+// empty ring. PollRing follows cqseam.RingLock's protocol.
 type ring interface {
 	PollRing(wcs []WC, l *cqseam.RingLock) (int, error)
-}
-
-// ringBackend is a backend that may have a ring.
-type ringBackend interface {
-	backend
-	// Ring returns the provider's ring, or nil when it has none (Poll
-	// then goes through backend.Poll under the lock). The backend may
-	// keep l, to Fail the CQ.
-	Ring(l *cqseam.RingLock) any
-}
-
-// backendRing polls through the backend, under the lock: for a backend
-// without a ring.
-type backendRing struct{ be backend }
-
-func (r *backendRing) PollRing(wcs []WC, l *cqseam.RingLock) (int, error) {
-	l.Lock()
-	defer l.Unlock()
-	if e := l.Err(); e != nil && !l.Draining() {
-		return 0, *e
-	}
-	n, err := r.be.Poll(wcs)
-	if err == nil && l.Draining() {
-		return l.Drained(n)
-	}
-	return n, err
 }
 
 // config holds the options of a new CQ.
@@ -163,16 +136,8 @@ func newCQ(dev string, size int, create func(cqseam.Request) (any, error), opts 
 	if r, ok := be.(armRule); ok && r.ArmNeedsEventsRead() && cfg.Channel != nil {
 		c.arm = &readFirst{be: be, c: c}
 	}
-	if rb, ok := be.(ringBackend); ok {
-		if r := rb.Ring(&c.lock); r != nil {
-			c.ring, ok = r.(ring)
-			if !ok {
-				panic(fmt.Sprintf("cq: ring %T lacks PollRing", r))
-			}
-		}
-	}
-	if c.ring == nil {
-		c.ring = &backendRing{be}
+	if c.ring, ok = be.Ring(&c.lock).(ring); !ok {
+		panic(fmt.Sprintf("cq: ring of %T lacks PollRing", be))
 	}
 	return c, nil
 }

@@ -9,13 +9,11 @@ import (
 	"github.com/goverbs/goverbs/internal/cqseam"
 )
 
-// fakeBackend is a backend whose ring is a slice of WRIDs; with ring set
-// it is a ringBackend whose ring follows cqseam.RingLock's protocol.
+// fakeBackend is a backend whose ring is a slice of WRIDs, polled as
+// cqseam.RingLock's protocol says.
 type fakeBackend struct {
 	wrids    []uint64
-	ring     bool
 	l        *cqseam.RingLock
-	polls    int // Backend.Poll calls
 	locked   bool
 	released bool
 }
@@ -27,18 +25,9 @@ func (b *fakeBackend) EventRead()                       {}
 func (b *fakeBackend) Resize(n int) (int, error)        { return n, nil }
 func (b *fakeBackend) Destroy() (uint32, uint32, error) { b.released = true; return 0, 0, nil }
 
-func (b *fakeBackend) take(wcs []WC) int {
-	n := min(len(wcs), len(b.wrids))
-	for i := range n {
-		wcs[i] = WC{WRID: b.wrids[i]}
-	}
-	b.wrids = b.wrids[n:]
-	return n
-}
-
-func (b *fakeBackend) Poll(wcs []WC) (int, error) {
-	b.polls++
-	return b.take(wcs), nil
+func (b *fakeBackend) Ring(l *cqseam.RingLock) any {
+	b.l = l
+	return fakeRing{b}
 }
 
 type fakeRing struct{ b *fakeBackend }
@@ -56,66 +45,53 @@ func (r fakeRing) PollRing(wcs []WC, l *cqseam.RingLock) (int, error) {
 		return 0, *e
 	}
 	r.b.locked = true
-	return r.b.take(wcs), nil
+	n := min(len(wcs), len(r.b.wrids))
+	for i := range n {
+		wcs[i] = WC{WRID: r.b.wrids[i]}
+	}
+	r.b.wrids = r.b.wrids[n:]
+	return n, nil
 }
 
-type fakeRingBackend struct{ *fakeBackend }
-
-func (b fakeRingBackend) Ring(l *cqseam.RingLock) any {
-	b.l = l
-	return fakeRing{b.fakeBackend}
-}
-
-func newFake(t *testing.T, ring bool, wrids ...uint64) (*CQ, *fakeBackend) {
+func newFake(t *testing.T, wrids ...uint64) (*CQ, *fakeBackend) {
 	t.Helper()
-	fb := &fakeBackend{wrids: wrids, ring: ring}
-	c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) {
-		if ring {
-			return fakeRingBackend{fb}, nil
-		}
-		return fb, nil
-	}, nil)
+	fb := &fakeBackend{wrids: wrids}
+	c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) { return fb, nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, fb
 }
 
-// Poll goes to the provider's ring when the backend has one (one call,
-// no lock for an empty ring), and through Backend.Poll under the lock
-// otherwise; either way Close ends it with ErrClosed.
-func TestPollRingOrBackend(t *testing.T) {
-	for _, ring := range []bool{true, false} {
-		c, fb := newFake(t, ring, 1, 2, 3)
-		wcs := make([]WC, 2)
-		if n, err := c.Poll(wcs); n != 2 || err != nil || wcs[1].WRID != 2 {
-			t.Fatalf("ring %v: Poll = %d, %v, %+v", ring, n, err, wcs)
-		}
-		if n, err := c.Poll(wcs); n != 1 || err != nil || wcs[0].WRID != 3 {
-			t.Fatalf("ring %v: second Poll = %d, %v", ring, n, err)
-		}
-		if n, err := c.Poll(wcs); n != 0 || err != nil {
-			t.Fatalf("ring %v: Poll of an empty CQ = %d, %v", ring, n, err)
-		}
-		if ring && (fb.polls != 0 || !fb.locked) {
-			t.Errorf("with a ring: %d Backend.Poll calls, locked %v; want 0 and the ring's own locked poll", fb.polls, fb.locked)
-		}
-		if !ring && fb.polls != 3 {
-			t.Errorf("without a ring: %d Backend.Poll calls, want 3", fb.polls)
-		}
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Poll(wcs); !errors.Is(err, ErrClosed) {
-			t.Errorf("ring %v: Poll after Close: %v, want ErrClosed", ring, err)
-		}
+// Poll goes to the provider's ring (one call, no lock for an empty ring,
+// the lock to consume); Close ends it with ErrClosed.
+func TestPollRing(t *testing.T) {
+	c, fb := newFake(t, 1, 2, 3)
+	wcs := make([]WC, 2)
+	if n, err := c.Poll(wcs); n != 2 || err != nil || wcs[1].WRID != 2 {
+		t.Fatalf("Poll = %d, %v, %+v", n, err, wcs)
+	}
+	if n, err := c.Poll(wcs); n != 1 || err != nil || wcs[0].WRID != 3 {
+		t.Fatalf("second Poll = %d, %v", n, err)
+	}
+	if n, err := c.Poll(wcs); n != 0 || err != nil {
+		t.Fatalf("Poll of an empty CQ = %d, %v", n, err)
+	}
+	if !fb.locked {
+		t.Errorf("the ring consumed without the CQ's lock")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Poll(wcs); !errors.Is(err, ErrClosed) {
+		t.Errorf("Poll after Close: %v, want ErrClosed", err)
 	}
 }
 
 // A CQ the backend marks broken (an overrun) fails every Poll with that
 // error, until Close replaces it with ErrClosed.
 func TestRingLockFail(t *testing.T) {
-	c, fb := newFake(t, true, 1)
+	c, fb := newFake(t, 1)
 	broken := errors.New("cq overrun")
 	fb.l.Fail(broken)
 	fb.l.Fail(errors.New("a second error does not replace the first"))
@@ -137,18 +113,16 @@ func TestRingLockFail(t *testing.T) {
 }
 
 func TestPollAllocatesNothing(t *testing.T) {
-	for _, ring := range []bool{true, false} {
-		c, _ := newFake(t, ring)
-		wcs := make([]WC, 4)
-		if n := testing.AllocsPerRun(100, func() { c.Poll(wcs) }); n != 0 {
-			t.Errorf("ring %v: Poll allocates %v times", ring, n)
-		}
+	c, _ := newFake(t)
+	wcs := make([]WC, 4)
+	if n := testing.AllocsPerRun(100, func() { c.Poll(wcs) }); n != 0 {
+		t.Errorf("Poll allocates %v times", n)
 	}
 }
 
 // A CQ's Poll that finds completions waits for the CQ's lock.
 func TestPollTakesLock(t *testing.T) {
-	c, _ := newFake(t, true, 1)
+	c, _ := newFake(t, 1)
 	c.lock.Lock()
 	done := make(chan int)
 	go func() { n, _ := c.Poll(make([]WC, 1)); done <- n }()
@@ -163,7 +137,7 @@ func TestPollTakesLock(t *testing.T) {
 	}
 }
 
-// newFakeOn is newFake (no ring) with the CQ attached to ch.
+// newFakeOn is newFake with the CQ attached to ch.
 func newFakeOn(t *testing.T, ch *Channel) (*CQ, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{}

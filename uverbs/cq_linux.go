@@ -108,27 +108,17 @@ type cqBackend struct {
 	q      atomic.Pointer[cq.CQ]           // the CQ, once NewCQ has it: Context.Close ends it
 }
 
-// Poll polls the provider's ring, for a backend without a Ring. After an
-// async CQ_ERR said the CQ overran, or a DEVICE_FATAL that the device
-// failed, cq's RingLock hands out what the ring still holds, then fails
-// (RingLock.Fail).
-func (b *cqBackend) Poll(wcs []cq.WC) (int, error) {
-	return b.CQ.Poll(wcs), nil // an overrun: cq's RingLock drains, then fails
-}
-
-// Ring gives cq.CQ the provider's ring to poll directly, where the
-// provider has one that can be read without a lock (rxe, mlx5): Poll then makes
-// one call into the provider, not two. fail sets l's error from then on.
+// Ring gives cq.CQ the provider's ring to poll directly: each Poll is one
+// call into the provider, and no lock for an empty ring. After an async
+// CQ_ERR said the CQ overran, or a DEVICE_FATAL that the device failed,
+// fail sets l's error, and the ring hands out what it still holds, then
+// fails (RingLock.Fail).
 func (b *cqBackend) Ring(l *cqseam.RingLock) any {
 	b.ring.Store(l)
 	if e := b.broken.Load(); e != nil { // an overrun before the store
 		l.Fail(e.poll)
 	}
-	r, ok := b.CQ.(provider.Ring)
-	if !ok {
-		return nil
-	}
-	return r
+	return b.CQ
 }
 
 // brokenErr is why a CQ broke: the cause, which ReqNotify returns (cq

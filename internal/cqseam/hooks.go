@@ -17,7 +17,7 @@ type Request struct {
 //
 //	Handle() uint32
 //	Size() int
-//	Poll(wcs []cq.WC) (int, error)
+//	Ring(l *RingLock) any
 //	ReqNotify(solicitedOnly bool) error
 //	EventRead()
 //	Resize(n int) (int, error)
@@ -25,11 +25,11 @@ type Request struct {
 //
 // and optionally ArmNeedsEventsRead() bool, true where the device ignores
 // an arm made after an event fired and before EventRead counted it
-// (mlx5: cq then reads the channel's queued events before such an arm),
-// and Ring(l *RingLock) any, whose result, when not nil, has
-// PollRing(wcs []cq.WC, l *RingLock) (int, error) and then serves every
-// Poll of the CQ (one call into the provider, no lock for an empty ring).
-// Without a ring, Poll calls the backend's Poll under the CQ's lock.
+// (mlx5: cq then reads the channel's queued events before such an arm).
+// Ring returns the provider's ring, which has
+// PollRing(wcs []cq.WC, l *RingLock) (int, error) and serves every Poll
+// of the CQ (one call into the provider, no lock for an empty ring); the
+// backend may keep l, to Fail the CQ.
 var NewCQ func(dev string, size int, create func(Request) (any, error), opts any) (any, error)
 
 // NewChannel makes a *cq.Channel that reads completion events from fd,

@@ -42,15 +42,18 @@ type Context interface {
 	Release()
 }
 
-// CQ is the provider's side of a completion queue. Poll, ReqNotify and
+// CQ is the provider's side of a completion queue. ReqNotify and
 // EventRead run under the cq package's lock, never concurrently with each
-// other's kind or with Destroy and Release.
+// other's kind or with Destroy and Release; PollRing takes that lock
+// itself, when the ring is not empty.
 type CQ interface {
 	Handle() uint32
 	Size() int
-	// Poll moves up to len(wcs) completions from the ring into wcs and
-	// returns how many; it never consumes one it has no slot for.
-	Poll(wcs []cq.WC) int
+	// PollRing is cq.CQ.Poll: it moves up to len(wcs) completions from
+	// the ring into wcs and returns how many, never consuming one it has
+	// no slot for. It follows cqseam.RingLock's protocol: an empty ring
+	// is seen without the lock; anything more is taken under it.
+	PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error)
 	// ReqNotify arms the CQ for its next (or next solicited) completion.
 	ReqNotify(solicitedOnly bool) error
 	// EventRead is called for each completion event read for the CQ
@@ -68,13 +71,6 @@ type CQ interface {
 	Destroy() (kverbs.Events, error)
 	// Release releases the ring without the kernel (its context is gone).
 	Release()
-}
-
-// Ring is a CQ whose ring cq.CQ.Poll reads directly (rxe, mlx5): one call
-// into the provider per Poll, and no lock for an empty ring. PollRing
-// follows cqseam.RingLock's protocol.
-type Ring interface {
-	PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error)
 }
 
 // QP is the provider's side of a queue pair.

@@ -27,7 +27,7 @@ const cqeBytes = 64
 // how far we have read, and a UAR doorbell that arms it. Polling and
 // arming make no syscall.
 //
-// It is a provider.Ring: PollRing, which cq.CQ.Poll calls, looks at the CQE at
+// Its PollRing, which is cq.CQ.Poll, looks at the CQE at
 // the consumer index with no lock, concurrently with everything, and
 // takes the CQ's lock only to consume. For that, a ring's memory is never
 // unmapped while a PollRing may read it: Destroy, Release and Resize
@@ -61,7 +61,7 @@ type completionQueue struct {
 	look qpLookup
 }
 
-var _ provider.Ring = (*completionQueue)(nil) // uverbs hands it to cq.CQ.Poll (cqBackend.Ring)
+var _ provider.CQ = (*completionQueue)(nil)
 
 // cqRing is what PollRing reads of a CQ's ring without the lock: where
 // the CQEs are, how many, how big, and the consumer index. It is made
@@ -255,7 +255,7 @@ func (q *completionQueue) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error)
 		}
 		return 0, *e
 	}
-	n := q.Poll(wcs)
+	n := q.pollLocked(wcs)
 	l.Unlock()
 	return n, nil
 }
@@ -269,10 +269,10 @@ func (q *completionQueue) drain(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 	if !l.Draining() {
 		return 0, *l.Err() // the drain ended, or Close ran
 	}
-	return l.Drained(q.Poll(wcs))
+	return l.Drained(q.pollLocked(wcs))
 }
 
-// Poll moves up to len(wcs) completions out of the ring, finding each
+// pollLocked moves up to len(wcs) completions out of the ring, finding each
 // work request's wr_id in its QP, then publishes the consumer index once.
 // A CQE that is no completion to report (of a destroyed QP, say) is
 // consumed without one.
@@ -289,7 +289,7 @@ func (q *completionQueue) drain(wcs []cq.WC, l *cqseam.RingLock) (int, error) {
 // What is called is off the common path: the
 // decoding of anything but a requester's CQE (decodeCQE) and the lookup
 // of a QP that is not the run's (qpLookup.findNext).
-func (q *completionQueue) Poll(wcs []cq.WC) int {
+func (q *completionQueue) pollLocked(wcs []cq.WC) int {
 	n := 0
 	ci := q.ci
 	qps := &q.look

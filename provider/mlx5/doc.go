@@ -22,8 +22,8 @@
 //     record. Poll reads a CQE when its owner bit matches the pass of the
 //     consumer index, fences, decodes it and finds the work request's
 //     wr_id in its QP's queue; the consumer index goes to the doorbell
-//     record once per batch. An empty CQ is polled with no lock (PollRing,
-//     a provider.Ring): one look at the op_own of the CQE at the consumer index;
+//     record once per batch. An empty CQ is polled with no lock (PollRing):
+//     one look at the op_own of the CQE at the consumer index;
 //     a ring given back (Destroy, Release, Resize) is covered at once by a
 //     read-only placeholder, unmapped once nothing can reach it, so that
 //     look never faults. ReqNotify writes the arm word to the doorbell

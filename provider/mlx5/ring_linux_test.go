@@ -133,7 +133,7 @@ func TestCQStartsInvalid(t *testing.T) {
 				t.Errorf("%d-byte CQE %d: op_own %#x, want 0xf0 (invalid)", size, i, op)
 			}
 		}
-		if n := q.Poll(make([]cq.WC, 4)); n != 0 {
+		if n := q.pollLocked(make([]cq.WC, 4)); n != 0 {
 			t.Errorf("%d-byte CQEs: a fresh CQ polled %d", size, n)
 		}
 	}
@@ -196,7 +196,7 @@ func TestPollDecodes(t *testing.T) {
 		for i, tc := range tests {
 			writeCQE(q.buf, 4, size, uint32(i), tc.f)
 			var wc [2]cq.WC
-			if n := q.Poll(wc[:]); n != 1 {
+			if n := q.pollLocked(wc[:]); n != 1 {
 				t.Errorf("%d-byte CQE, %s: polled %d, want 1", size, tc.name, n)
 				continue
 			}
@@ -228,7 +228,7 @@ func TestPollOwnerBitAcrossPasses(t *testing.T) {
 				pi++
 			}
 			for {
-				n := q.Poll(wcs)
+				n := q.pollLocked(wcs)
 				if n == 0 {
 					break
 				}
@@ -273,7 +273,7 @@ func TestUnsignaledTailAdvance(t *testing.T) {
 	last := qp.sq.curPost - 1
 	writeCQE(q.buf, 8, 64, 0, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, counter: uint16(last)})
 	var wc [1]cq.WC
-	if n := q.Poll(wc[:]); n != 1 || wc[0].WRID != uint64(qp.sq.maxPost-1) {
+	if n := q.pollLocked(wc[:]); n != 1 || wc[0].WRID != uint64(qp.sq.maxPost-1) {
 		t.Fatalf("polled %d: %+v", n, wc[0])
 	}
 	for i := uint32(0); i < qp.sq.maxPost; i++ {
@@ -467,10 +467,10 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	rwr := []provider.RecvWR{{SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
 	awr := []provider.SendWR{{Opcode: provider.WRAtomicFetchAdd, SGL: swr[0].SGL, RemoteAddr: 0x2000, CompareAdd: 1}}
 	for name, f := range map[string]func(){
-		"poll empty": func() { q.Poll(wcs) },
+		"poll empty": func() { q.pollLocked(wcs) },
 		"poll one": func() {
 			writeCQE(q.buf, 16, 64, q.ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX})
-			q.Poll(wcs)
+			q.pollLocked(wcs)
 		},
 		"poll ring empty": func() { q.PollRing(wcs, &l) },
 		"poll ring one": func() {
@@ -521,7 +521,7 @@ func TestCleanCQ(t *testing.T) {
 			t.Errorf("%d-byte CQEs: consumer index %d after freeing 4, want 17", size, q.ci)
 		}
 		wcs := make([]cq.WC, 8)
-		n := q.Poll(wcs)
+		n := q.pollLocked(wcs)
 		var got []uint64
 		for _, w := range wcs[:n] {
 			got = append(got, w.WRID)
@@ -659,7 +659,7 @@ func TestPollRingReleased(t *testing.T) {
 	if n, err := q.PollRing(make([]cq.WC, 4), &l); n != 0 || err != nil {
 		t.Errorf("PollRing after Release = %d, %v", n, err)
 	}
-	if n := q.Poll(make([]cq.WC, 4)); n != 0 {
+	if n := q.pollLocked(make([]cq.WC, 4)); n != 0 {
 		t.Errorf("Poll after Release = %d", n)
 	}
 	if q.Size() != size {

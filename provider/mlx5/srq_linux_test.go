@@ -176,7 +176,7 @@ func TestSRQFreeListRandom(t *testing.T) {
 			writeCQE(q.buf, 64, 64, pi, cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, qpn: qp.k.QPN, uidx: testUIDX, counter: ctr, byteCnt: 1})
 			pi++
 			wcs := make([]cq.WC, 1)
-			if q.Poll(wcs) != 1 {
+			if q.pollLocked(wcs) != 1 {
 				t.Fatal("no completion")
 			}
 			if !posted[wcs[0].WRID] {
@@ -202,12 +202,12 @@ func TestSRQStaleAndCleanedCQEs(t *testing.T) {
 	writeCQE(q.buf, 8, 64, 0, cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, uidx: testUIDX, counter: 0})
 	writeCQE(q.buf, 8, 64, 1, cqeFields{opcode: uapi.MLX5_CQE_RESP_ERR, uidx: testUIDX, counter: 1, syndrome: uapi.MLX5_CQE_SYNDROME_WR_FLUSH_ERR})
 	qp.CleanCQ(q) // as at RESET
-	if n := q.Poll(make([]cq.WC, 4)); n != 0 {
+	if n := q.pollLocked(make([]cq.WC, 4)); n != 0 {
 		t.Errorf("%d completions after the clean", n)
 	}
 	writeCQE(q.buf, 8, 64, 2, cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, uidx: testUIDX, counter: 2})
 	qp.Release() // destroyed, its completion still queued
-	if n := q.Poll(make([]cq.WC, 4)); n != 0 {
+	if n := q.pollLocked(make([]cq.WC, 4)); n != 0 {
 		t.Errorf("%d completions of a destroyed QP", n)
 	}
 	if n, err := s.PostRecv(make([]provider.RecvWR, 3)); n != 3 || err != nil {
@@ -236,7 +236,7 @@ func TestSRQHotPathsAllocateNothing(t *testing.T) {
 		}
 		writeCQE(q.buf, 64, 64, pi, cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, qpn: qp.k.QPN, uidx: testUIDX, counter: uint16(i), byteCnt: 1})
 		pi++
-		if q.Poll(wcs) != 1 || wcs[0].WRID != 1 {
+		if q.pollLocked(wcs) != 1 || wcs[0].WRID != 1 {
 			t.Fatalf("poll: %+v", wcs[0])
 		}
 	}); n != 0 {

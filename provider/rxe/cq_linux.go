@@ -21,7 +21,7 @@ import (
 // completionQueue is an rxe completion queue: its ring holds struct ib_uverbs_wc
 // entries, which the kernel produces and Poll consumes without a syscall.
 //
-// It is a provider.Ring: PollRing, which cq.CQ.Poll calls, reads the ring's
+// Its PollRing, which is cq.CQ.Poll, reads the ring's
 // indices with no lock, concurrently with everything, and takes the CQ's
 // lock only to consume. For that, a ring is never unmapped while it may
 // be read: Destroy, Release and Resize retire it (retire), and the
@@ -198,14 +198,6 @@ func copySlot(w *cq.WC, k unsafe.Pointer) uint32 {
 	w.Imm = 0
 	kw := (*uapi.IBUverbsWC)(k)
 	return kw.Status | kw.WCFlags
-}
-
-// Poll is PollRing for a caller that holds the CQ's lock already (the
-// provider.CQ interface): the ring's lock is then a private one.
-func (q *completionQueue) Poll(wcs []cq.WC) int {
-	var l cqseam.RingLock
-	n, _ := q.PollRing(wcs, &l)
-	return n
 }
 
 // The kernel's completion flags (enum ib_wc_flags), which rxe writes as
