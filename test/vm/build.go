@@ -106,6 +106,9 @@ func buildTests(ctx context.Context, root, arch, out string, patterns []string, 
 	if race {
 		args = append(args, "-race")
 	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
 	for _, batch := range batchByBase(bins) {
 		tmp, err := os.MkdirTemp(out, "batch")
 		if err != nil {
