@@ -12,12 +12,13 @@ import (
 )
 
 // ExampleDial connects to a server by address and port and sends it one
-// message with SEND. It needs an RDMA device with an address, a server
-// (ExampleListener_AcceptRequest's), so it has no Output line.
+// message with SEND. Its server here is ExampleListener_AcceptRequest's,
+// started by serveOne.
 func ExampleDial() {
+	addr := serveOne() // "192.0.2.1:port"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := rdmacm.Dial(ctx, "192.0.2.1:7471", &rdmacm.Config{PrivateData: []byte("hello")})
+	conn, err := rdmacm.Dial(ctx, addr, &rdmacm.Config{PrivateData: []byte("hello")})
 	if err != nil {
 		log.Fatal(err) // a *rdmacm.RejectError if the server refused
 	}
@@ -47,10 +48,13 @@ func ExampleDial() {
 		}
 	}
 	fmt.Println("sent:", wcs[0].Status)
+	// Output:
+	// sent: success
 }
 
 // ExampleListener_AcceptRequest looks at a request's private data
-// before answering it, and posts a receive before the peer can send.
+// before answering it, and posts a receive before the peer can send. Its
+// client here is ExampleDial's, started by sendHello.
 func ExampleListener_AcceptRequest() {
 	ctx := context.Background()
 	var (
@@ -74,11 +78,12 @@ func ExampleListener_AcceptRequest() {
 			return err
 		},
 	}
-	l, err := rdmacm.Listen(ctx, "192.0.2.1:7471", cfg)
+	l, err := rdmacm.Listen(ctx, "192.0.2.1:0", cfg) // port 0: any free one
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
+	go sendHello(l.Addr().String())
 	req, err := l.AcceptRequest(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -105,8 +110,10 @@ func ExampleListener_AcceptRequest() {
 		}
 		conn.CQ().Ack(1)
 	}
-	fmt.Printf("%d bytes from %v\n", wcs[0].ByteLen, conn.RemoteAddr())
+	fmt.Printf("%d bytes: %q\n", wcs[0].ByteLen, buf.Bytes()[:wcs[0].ByteLen])
 	mr.Close()
 	conn.Close()
 	buf.Close()
+	// Output:
+	// 15 bytes: "hello over RDMA"
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-// ExampleDialUD sends one datagram to a UD server (ExampleListenUD's)
-// through the AH, QP number and Q_Key the rdma_cm reported. It needs an
-// RDMA device with an address, so it has no Output line.
+// ExampleDialUD sends one datagram to a UD server through the AH, QP
+// number and Q_Key the rdma_cm reported. Its server here is
+// ExampleListenUD's, started by serveOneUD.
 func ExampleDialUD() {
+	addr := serveOneUD() // "192.0.2.1:port"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	u, err := rdmacm.DialUD(ctx, "192.0.2.1:7174", nil)
+	u, err := rdmacm.DialUD(ctx, addr, nil)
 	if err != nil {
 		log.Fatal(err) // a *rdmacm.SIDRError if nobody listens
 	}
@@ -49,11 +50,14 @@ func ExampleDialUD() {
 		}
 	}
 	fmt.Println("sent:", wcs[0].Status)
+	// Output:
+	// sent: success
 }
 
 // ExampleListenUD receives one datagram, its receive posted before the
 // request is answered with room for the GRH, and learns the sender from
-// it (ReplyTo) to answer it.
+// it (ReplyTo) to answer it. Its client here is ExampleDialUD's, started
+// by sendDatagram.
 func ExampleListenUD() {
 	ctx := context.Background()
 	var (
@@ -74,11 +78,12 @@ func ExampleListenUD() {
 		_, err = u.QP().PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{sge}}})
 		return err
 	}}
-	l, err := rdmacm.ListenUD(ctx, "192.0.2.1:7174", cfg)
+	l, err := rdmacm.ListenUD(ctx, "192.0.2.1:0", cfg) // port 0: any free one
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
+	go sendDatagram(l.Addr().String())
 	u, err := l.Accept(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -96,6 +101,8 @@ func ExampleListenUD() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer peer.AH.Close()
-	fmt.Printf("%d bytes from QP %#x: %q\n", wcs[0].ByteLen-uverbs.GRHSize, peer.QPN, buf.Bytes()[uverbs.GRHSize:wcs[0].ByteLen])
+	defer peer.AH.Close() // with peer.QPN and peer.QKey, the address of a reply
+	fmt.Printf("%d bytes: %q\n", wcs[0].ByteLen-uverbs.GRHSize, buf.Bytes()[uverbs.GRHSize:wcs[0].ByteLen])
+	// Output:
+	// 12 bytes: "one datagram"
 }
