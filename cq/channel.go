@@ -158,8 +158,9 @@ func (ch *Channel) Close() error {
 	return nil
 }
 
-// closeFDs closes both fds once the state is chGone: it wakes a parked Wait and
-// closes the channel's fd only when no Wait or TryWait is reading it.
+// closeFDs closes both fds once the state is chGone: it wakes a parked
+// Wait and closes the channel's fd only when no Wait or TryWait is
+// reading it.
 func (ch *Channel) closeFDs() error {
 	var err error
 	ch.mu.Lock()
@@ -178,10 +179,10 @@ func (ch *Channel) closeFDs() error {
 
 // shut closes the channel because its device context closed (which
 // ended its CQs first): a parked Wait wakes with ErrClosed, and every
-// later call returns ErrClosed. With
-// fds false it only marks the channel closed, for a context that closes
-// its kernel objects next (a Wait they wake then says ErrClosed, not
-// what the fd says); a later shut closes the fds.
+// later call returns ErrClosed. With fds false it only marks the channel
+// closed, for a context that closes its kernel objects next (a Wait they
+// wake then says ErrClosed, not what the fd says); a later shut closes
+// the fds.
 func (ch *Channel) shut(fds bool) {
 	ch.mu.Lock()
 	switch {
