@@ -3,15 +3,15 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
-	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -21,8 +21,8 @@ import (
 // event is queued in the channel's fd and not yet read; both QPs closed;
 // then the CQ's Close and a Wait on the channel at once; then Ack of what
 // Wait returned, Close again if the first said EBUSY, and the rest
-// closed. Every step has a deadline; a step that passes it fails the test
-// with every goroutine's stack.
+// closed. Every step has a deadline (testutil.Within, Together); a step
+// that passes it fails the test with every goroutine's stack.
 func TestCloseCQWhileWaitWithEventQueued(t *testing.T) {
 	n := 10
 	if v, err := strconv.Atoi(os.Getenv("GOVERBS_CLOSERACE")); err == nil && v > 0 {
@@ -40,17 +40,8 @@ func TestCloseCQWhileWaitWithEventQueued(t *testing.T) {
 func closeRaceOnce(t *testing.T, iter int) bool {
 	t.Helper()
 	step := func(name string, limit time.Duration, fn func() error) error {
-		done := make(chan error, 1)
-		go func() { done <- fn() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(limit):
-			var b strings.Builder
-			pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Fatalf("iteration %d: %s did not return within %v; goroutines:\n%s", iter, name, limit, &b)
-			return nil
-		}
+		t.Helper()
+		return testutil.Within(t, fmt.Sprintf("iteration %d: %s", iter, name), limit, fn)
 	}
 	ctx := rdmatest.Open(t)
 	defer ctx.Close()
@@ -116,18 +107,17 @@ func closeRaceOnce(t *testing.T, iter int) bool {
 
 	// The race: Close of the CQ beside a Wait on its channel, whose event
 	// is queued.
-	closeErr := make(chan error, 1)
-	go func() { closeErr <- br.Close() }()
 	var got *cq.CQ
-	werr := step("Wait", 4*time.Second, func() error {
-		wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		var err error
-		got, err = ch.Wait(wctx)
-		return err
-	})
-	var cerr error
-	step("CQ.Close racing Wait", 4*time.Second, func() error { cerr = <-closeErr; return nil })
+	errs := testutil.Together(t,
+		testutil.Step{Name: fmt.Sprintf("iteration %d: CQ.Close racing Wait", iter), Limit: 4 * time.Second, Fn: br.Close},
+		testutil.Step{Name: fmt.Sprintf("iteration %d: Wait", iter), Limit: 4 * time.Second, Fn: func() error {
+			wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var err error
+			got, err = ch.Wait(wctx)
+			return err
+		}})
+	cerr, werr := errs[0], errs[1]
 	switch {
 	case werr == nil && got != br:
 		t.Fatalf("iteration %d: Wait returned another CQ", iter)
