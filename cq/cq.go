@@ -37,27 +37,22 @@ type ring interface {
 	PollRing(wcs []WC, l *cqseam.RingLock) (int, error)
 }
 
-// config holds the options of a new CQ.
-type config struct {
-	Channel   *Channel
-	Vector    int
+// Config describes a new CQ, for uverbs.Context.NewCQ (ibv_create_cq's
+// arguments). Only Size is required.
+type Config struct {
+	// Size is the least number of completions the CQ holds (cqe). The
+	// device may make it larger: CQ.Size says how large.
+	Size int
+	// Channel, if not nil, is the completion channel the CQ's events go
+	// to once it is armed (ReqNotify).
+	Channel *Channel
+	// Vector is the completion vector (the interrupt the device raises
+	// events on), in [0, uverbs.Context.NumCompVectors).
+	Vector int
+	// UserValue is a value of the caller's kept with the CQ (cq_context);
+	// UserValue returns it, also from the CQ an event names.
 	UserValue uint64
 }
-
-// Option sets an option of a new CQ.
-type Option func(*config)
-
-// WithChannel attaches the CQ to a completion channel, which then receives
-// its events once it is armed.
-func WithChannel(ch *Channel) Option { return func(c *config) { c.Channel = ch } }
-
-// WithVector picks the completion vector (the interrupt the device raises
-// events on), in [0, uverbs.Context.NumCompVectors).
-func WithVector(v int) Option { return func(c *config) { c.Vector = v } }
-
-// WithUserValue stores a value of the caller's with the CQ (the cq_context
-// of ibv_create_cq); UserValue returns it, also from the CQ an event names.
-func WithUserValue(v uint64) Option { return func(c *config) { c.UserValue = v } }
 
 // CQ is a completion queue (ibv_cq).
 //
@@ -75,7 +70,7 @@ func WithUserValue(v uint64) Option { return func(c *config) { c.UserValue = v }
 // nil slice does.
 type CQ struct {
 	be   backend
-	cfg  config
+	cfg  Config
 	dev  string
 	user uint64 // the event handle
 
@@ -100,20 +95,16 @@ type CQ struct {
 var handles atomic.Uint64
 
 // newCQ is cqseam.NewCQ.
-func newCQ(dev string, size int, create func(cqseam.Request) (any, error), opts []Option) (*CQ, error) {
+func newCQ(dev string, cfg Config, create func(cqseam.Request) (any, error)) (*CQ, error) {
 	const op = "create cq"
-	var cfg config
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if size < 1 {
-		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("size %d, want at least 1: %w", size, syscall.EINVAL)}
+	if cfg.Size < 1 {
+		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("size %d, want at least 1: %w", cfg.Size, syscall.EINVAL)}
 	}
 	if cfg.Vector < 0 {
 		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("completion vector %d: %w", cfg.Vector, syscall.EINVAL)}
 	}
 	c := &CQ{cfg: cfg, dev: dev, user: handles.Add(1)}
-	req := cqseam.Request{Size: size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user}
+	req := cqseam.Request{Size: cfg.Size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user}
 	if ch := cfg.Channel; ch != nil {
 		if err := ch.attach(c.user, c); err != nil {
 			return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("comp channel: %w", err)}
@@ -146,7 +137,7 @@ func newCQ(dev string, size int, create func(cqseam.Request) (any, error), opts 
 // for (ibv_cq.cqe).
 func (c *CQ) Size() int { return c.be.Size() }
 
-// UserValue returns the value given by WithUserValue.
+// UserValue returns the configuration's UserValue.
 func (c *CQ) UserValue() uint64 { return c.cfg.UserValue }
 
 // Channel returns the completion channel the CQ is attached to, or nil.

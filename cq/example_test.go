@@ -24,7 +24,7 @@ func ExampleChannel_Wait() {
 		log.Fatal(err)
 	}
 	defer ch.Close()
-	c, err := dev.NewCQ(256, cq.WithChannel(ch), cq.WithUserValue(42))
+	c, err := dev.NewCQ(cq.Config{Size: 256, Channel: ch, UserValue: 42})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,12 +68,12 @@ func ExampleChannel_Serve() {
 		log.Fatal(err)
 	}
 	defer ch.Close()
-	send, err := dev.NewCQ(256, cq.WithChannel(ch))
+	send, err := dev.NewCQ(cq.Config{Size: 256, Channel: ch})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer send.Close()
-	recv, err := dev.NewCQ(256, cq.WithChannel(ch))
+	recv, err := dev.NewCQ(cq.Config{Size: 256, Channel: ch})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func ExampleCQ_Poll() {
 		log.Fatal(err)
 	}
 	defer dev.Close()
-	c, err := dev.NewCQ(1024)
+	c, err := dev.NewCQ(cq.Config{Size: 1024})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func (r fakeRing) PollRing(wcs []WC, l *cqseam.RingLock) (int, error) {
 func newFake(t *testing.T, wrids ...uint64) (*CQ, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{wrids: wrids}
-	c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) { return fb, nil }, nil)
+	c, err := newCQ("fake0", Config{Size: 16}, func(cqseam.Request) (any, error) { return fb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestPollTakesLock(t *testing.T) {
 func newFakeOn(t *testing.T, ch *Channel) (*CQ, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{}
-	c, err := newCQ("fake0", 16, func(cqseam.Request) (any, error) { return fb, nil }, []Option{WithChannel(ch)})
+	c, err := newCQ("fake0", Config{Size: 16, Channel: ch}, func(cqseam.Request) (any, error) { return fb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,8 @@ import "github.com/goverbs/goverbs/internal/cqseam"
 // The seam's functions (package cqseam) are set here, so that uverbs can
 // make CQs and channels without cq exporting how.
 func init() {
-	cqseam.NewCQ = func(dev string, size int, create func(cqseam.Request) (any, error), opts any) (any, error) {
-		o, _ := opts.([]Option)
-		c, err := newCQ(dev, size, create, o)
+	cqseam.NewCQ = func(dev string, cfg any, create func(cqseam.Request) (any, error)) (any, error) {
+		c, err := newCQ(dev, cfg.(Config), create)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -232,7 +233,7 @@ func qpOn(t testing.TB, id *ID) *uverbs.QP {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := pd.Context().NewCQ(16)
+	c, err := pd.Context().NewCQ(cq.Config{Size: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,7 +236,7 @@ func (c *Conn) setup() (maxResp, maxInit uint8, err error) {
 	if c.cc, err = ctx.NewCompChannel(); err != nil {
 		return 0, 0, err
 	}
-	if c.cq, err = ctx.NewCQ(c.cfg.CQSize, cq.WithChannel(c.cc)); err != nil {
+	if c.cq, err = ctx.NewCQ(cq.Config{Size: c.cfg.CQSize, Channel: c.cc}); err != nil {
 		return 0, 0, err
 	}
 	qpt := uverbs.RC

@@ -52,7 +52,7 @@ func TestOldKernelPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := c.NewCQ(10, cq.WithChannel(ch))
+	q, err := c.NewCQ(cq.Config{Size: 10, Channel: ch})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 }
 
 // NewCQ returns an error wrapping ErrNotSupported.
-func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
+func (c *Context) NewCQ(cfg cq.Config) (*cq.CQ, error) {
 	return nil, unsupported("create cq", "")
 }
 

@@ -46,11 +46,10 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 	return ch, nil
 }
 
-// NewCQ creates a completion queue of at least size entries
-// (ibv_create_cq), with options cq.WithChannel, cq.WithVector and
-// cq.WithUserValue.
-func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
-	v, err := cqseam.NewCQ(c.dev.Name, size, func(r cqseam.Request) (any, error) {
+// NewCQ creates a completion queue as cfg says (ibv_create_cq): at least
+// cfg.Size entries, attached to cfg.Channel if there is one.
+func (c *Context) NewCQ(cfg cq.Config) (*cq.CQ, error) {
+	v, err := cqseam.NewCQ(c.dev.Name, cfg, func(r cqseam.Request) (any, error) {
 		const op = "create cq"
 		if r.Vector >= c.vectors {
 			return nil, c.opErr(op, fmt.Errorf("completion vector %d out of range [0, %d): %w", r.Vector, c.vectors, unix.EINVAL))
@@ -76,7 +75,7 @@ func (c *Context) NewCQ(size int, opts ...cq.Option) (*cq.CQ, error) {
 			b.fail(ErrDeviceFatal)
 		}
 		return b, nil
-	}, opts)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -19,26 +19,22 @@ func TestCompChannelAndCQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ibv_create_cq(3): "the CQ will have at least cqe entries".
-	for _, tt := range []struct {
-		size    int
-		opts    []cq.Option
-		atLeast int
-	}{
-		{1, nil, 1},
-		{10, []cq.Option{cq.WithChannel(ch)}, 10},
-		{256, []cq.Option{cq.WithChannel(ch), cq.WithVector(c.NumCompVectors() - 1), cq.WithUserValue(42)}, 256},
-		{32767, nil, 32767}, // rxe's max_cqe
+	for _, cfg := range []cq.Config{
+		{Size: 1},
+		{Size: 10, Channel: ch},
+		{Size: 256, Channel: ch, Vector: c.NumCompVectors() - 1, UserValue: 42},
+		{Size: 32767}, // rxe's max_cqe
 	} {
-		q, err := c.NewCQ(tt.size, tt.opts...)
+		q, err := c.NewCQ(cfg)
 		if err != nil {
-			t.Fatalf("NewCQ(%d): %v", tt.size, err)
+			t.Fatalf("NewCQ(%+v): %v", cfg, err)
 		}
-		if q.Size() < tt.atLeast {
-			t.Errorf("NewCQ(%d).Size() = %d", tt.size, q.Size())
+		if q.Size() < cfg.Size {
+			t.Errorf("NewCQ(%+v).Size() = %d", cfg, q.Size())
 		}
-		t.Logf("asked %d, got %d", tt.size, q.Size())
-		if len(tt.opts) == 3 && (q.UserValue() != 42 || q.Channel() != ch || q.Vector() != c.NumCompVectors()-1) {
-			t.Errorf("options not kept: user %d channel %p vector %d", q.UserValue(), q.Channel(), q.Vector())
+		t.Logf("asked %d, got %d", cfg.Size, q.Size())
+		if q.UserValue() != cfg.UserValue || q.Channel() != cfg.Channel || q.Vector() != cfg.Vector {
+			t.Errorf("configuration not kept: user %d channel %p vector %d", q.UserValue(), q.Channel(), q.Vector())
 		}
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
@@ -53,7 +49,7 @@ func TestCompChannelAndCQ(t *testing.T) {
 	if err := ch.Close(); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("second channel Close: %v", err)
 	}
-	if _, err := c.NewCQ(4, cq.WithChannel(ch)); !errors.Is(err, cq.ErrClosed) {
+	if _, err := c.NewCQ(cq.Config{Size: 4, Channel: ch}); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("NewCQ on a closed channel: %v", err)
 	}
 }
@@ -63,18 +59,17 @@ func TestNewCQBadInput(t *testing.T) {
 	testutil.CheckFDLeak(t)
 	for _, tt := range []struct {
 		name string
-		size int
-		opts []cq.Option
+		cfg  cq.Config
 	}{
-		{"cqe 0", 0, nil},
-		{"cqe negative", -5, nil},
-		{"cqe above max_cqe", 32768, nil},
-		{"cqe huge", 1<<31 - 1, nil},
-		{"vector negative", 4, []cq.Option{cq.WithVector(-1)}},
-		{"vector = num_comp_vectors", 4, []cq.Option{cq.WithVector(c.NumCompVectors())}},
+		{"cqe 0", cq.Config{}},
+		{"cqe negative", cq.Config{Size: -5}},
+		{"cqe above max_cqe", cq.Config{Size: 32768}},
+		{"cqe huge", cq.Config{Size: 1<<31 - 1}},
+		{"vector negative", cq.Config{Size: 4, Vector: -1}},
+		{"vector = num_comp_vectors", cq.Config{Size: 4, Vector: c.NumCompVectors()}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			q, err := c.NewCQ(tt.size, tt.opts...)
+			q, err := c.NewCQ(tt.cfg)
 			if err == nil {
 				q.Close()
 				t.Fatal("accepted")
@@ -94,7 +89,7 @@ func TestCQUseAfterContextClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := c.NewCQ(8)
+	q, err := c.NewCQ(cq.Config{Size: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +105,7 @@ func TestCQUseAfterContextClose(t *testing.T) {
 	if err := q.Close(); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := c.NewCQ(8); !errors.Is(err, uverbs.ErrClosed) {
+	if _, err := c.NewCQ(cq.Config{Size: 8}); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("NewCQ after Close: %v", err)
 	}
 	if _, err := c.NewCompChannel(); !errors.Is(err, uverbs.ErrClosed) {

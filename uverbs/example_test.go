@@ -76,7 +76,7 @@ func ExamplePD_NewQP() {
 		log.Fatal(err)
 	}
 	defer ch.Close()
-	c, err := ctx.NewCQ(256, cq.WithChannel(ch), cq.WithUserValue(42))
+	c, err := ctx.NewCQ(cq.Config{Size: 256, Channel: ch, UserValue: 42})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func ExamplePD_NewAH() {
 		log.Fatal(err)
 	}
 	defer pd.Close()
-	c, err := ctx.NewCQ(64)
+	c, err := ctx.NewCQ(cq.Config{Size: 64})
 	if err != nil {
 		log.Fatal(err)
 	}

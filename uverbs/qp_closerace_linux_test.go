@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -66,7 +67,7 @@ func newModelQPEnv(t *testing.T) *qpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := c.NewCQ(16)
+	q, err := c.NewCQ(cq.Config{Size: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func newModelQPEnv(t *testing.T) *qpEnv {
 // CQ, not the kernel's ENOENT for a handle it no longer has (issue 36).
 func TestNewQPClosedCQ(t *testing.T) {
 	e := newModelQPEnv(t)
-	closedCQ, err := e.ctx.NewCQ(4)
+	closedCQ, err := e.ctx.NewCQ(cq.Config{Size: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

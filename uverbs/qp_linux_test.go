@@ -24,7 +24,7 @@ func newQPEnv(t *testing.T) *qpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := c.NewCQ(64)
+	q, err := c.NewCQ(cq.Config{Size: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestQPBadInput(t *testing.T) {
 	e := newQPEnv(t)
 	testutil.CheckFDLeak(t)
 	other := openRXE(t)
-	foreign, err := other.NewCQ(4)
+	foreign, err := other.NewCQ(cq.Config{Size: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,12 +42,12 @@ func TestSRQSharedByQPs(t *testing.T) {
 	if srq.MaxWR() < nQP*perRound || srq.MaxSGE() < 1 || srq.UserValue() != 5 || srq.PD() != pd {
 		t.Errorf("SRQ: MaxWR %d, MaxSGE %d, UserValue %d", srq.MaxWR(), srq.MaxSGE(), srq.UserValue())
 	}
-	sendCQ, err := c.NewCQ(256)
+	sendCQ, err := c.NewCQ(cq.Config{Size: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sendCQ.Close()
-	recvCQ, err := c.NewCQ(256)
+	recvCQ, err := c.NewCQ(cq.Config{Size: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,12 +275,12 @@ func TestSRQResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srq.Close()
-	scq, err := c.NewCQ(256)
+	scq, err := c.NewCQ(cq.Config{Size: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer scq.Close()
-	rcq, err := c.NewCQ(256)
+	rcq, err := c.NewCQ(cq.Config{Size: 256})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestUnsupportedOS(t *testing.T) {
 		{"close", zero.Close},
 		{"alloc pd", func() error { _, err := ctx.AllocPD(); return err }},
 		{"create comp channel", func() error { _, err := ctx.NewCompChannel(); return err }},
-		{"create cq", func() error { _, err := zero.NewCQ(16, cq.WithUserValue(1)); return err }},
+		{"create cq", func() error { _, err := zero.NewCQ(cq.Config{Size: 16, UserValue: 1}); return err }},
 		{"query device", func() error { _, err := ctx.QueryDevice(); return err }},
 		{"query port", func() error { _, err := ctx.QueryPort(1); return err }},
 		{"query gid", func() error { _, err := ctx.QueryGID(1, 0); return err }},

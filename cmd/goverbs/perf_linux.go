@@ -239,10 +239,10 @@ func runPerf(out io.Writer, c *perfConfig) error {
 	s.recvWR = []uverbs.RecvWR{{SGL: []uverbs.SGE{s.recvSGE}}}
 	s.sendWR = []uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{s.sendSGE}}}
 	depth, rx := max(c.depth, 2), max(c.rx, 2)
-	if s.scq, err = s.dev.NewCQ(2 * depth); err != nil {
+	if s.scq, err = s.dev.NewCQ(cq.Config{Size: 2 * depth}); err != nil {
 		return err
 	}
-	if s.rcq, err = s.dev.NewCQ(2 * rx); err != nil {
+	if s.rcq, err = s.dev.NewCQ(cq.Config{Size: 2 * rx}); err != nil {
 		return err
 	}
 	if s.qp, err = s.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,

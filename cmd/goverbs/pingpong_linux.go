@@ -205,11 +205,7 @@ func runPingpong(out io.Writer, c *ppConfig) error {
 		return err
 	}
 	defer mr.Close()
-	opts := []cq.Option{}
-	if ch != nil {
-		opts = append(opts, cq.WithChannel(ch))
-	}
-	q, err := dev.NewCQ(c.rxDepth+1, opts...)
+	q, err := dev.NewCQ(cq.Config{Size: c.rxDepth + 1, Channel: ch})
 	if err != nil {
 		return err
 	}

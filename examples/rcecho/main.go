@@ -82,7 +82,7 @@ func run(out io.Writer, devName string, n int) (err error) {
 			return nil, err
 		}
 		closers = append(closers, s.ch.Close)
-		if s.c, err = dev.NewCQ(16, cq.WithChannel(s.ch)); err != nil {
+		if s.c, err = dev.NewCQ(cq.Config{Size: 16, Channel: s.ch}); err != nil {
 			return nil, err
 		}
 		closers = append(closers, s.c.Close)

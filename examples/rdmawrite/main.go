@@ -54,7 +54,7 @@ func run(out io.Writer, devName string, n int) (err error) {
 	if err != nil {
 		return err
 	}
-	c, err := dev.NewCQ(64)
+	c, err := dev.NewCQ(cq.Config{Size: 64})
 	if err != nil {
 		return err
 	}

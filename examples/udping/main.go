@@ -84,7 +84,7 @@ func run(out io.Writer, devName string, addr netip.Addr, n int) (err error) {
 			return nil, err
 		}
 		closers = append(closers, nd.mr.Close)
-		if nd.c, err = dev.NewCQ(16); err != nil {
+		if nd.c, err = dev.NewCQ(cq.Config{Size: 16}); err != nil {
 			return nil, err
 		}
 		closers = append(closers, nd.c.Close)

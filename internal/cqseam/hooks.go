@@ -8,10 +8,9 @@ type Request struct {
 	UserHandle uint64 // the key events carry back
 }
 
-// NewCQ makes a *cq.CQ of at least size entries (an error wrapping
-// EINVAL for a bad size or option), calling create for its kernel object
-// and provider ring. opts is a []cq.Option. dev names the device in
-// errors.
+// NewCQ makes a *cq.CQ as cfg, a cq.Config, says (an error wrapping
+// EINVAL for a bad size or vector), calling create for its kernel object
+// and provider ring. dev names the device in errors.
 //
 // create returns the CQ's backend: a value with the methods
 //
@@ -30,7 +29,7 @@ type Request struct {
 // PollRing(wcs []cq.WC, l *RingLock) (int, error) and serves every Poll
 // of the CQ (one call into the provider, no lock for an empty ring); the
 // backend may keep l, to Fail the CQ.
-var NewCQ func(dev string, size int, create func(Request) (any, error), opts any) (any, error)
+var NewCQ func(dev string, cfg any, create func(Request) (any, error)) (any, error)
 
 // NewChannel makes a *cq.Channel that reads completion events from fd,
 // which it then owns. dev names the device in errors.

@@ -40,10 +40,10 @@ func psetup(t *testing.T) *pfix {
 	if f.mr, err = f.pd.RegMR(f.mem, rdmatest.AllAccess); err != nil {
 		t.Fatal(err)
 	}
-	if f.scq, err = f.ctx.NewCQ(256); err != nil {
+	if f.scq, err = f.ctx.NewCQ(cq.Config{Size: 256}); err != nil {
 		t.Fatal(err)
 	}
-	if f.rcq, err = f.ctx.NewCQ(256); err != nil {
+	if f.rcq, err = f.ctx.NewCQ(cq.Config{Size: 256}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -228,7 +228,7 @@ func TestProviderSharedDoorbellHalf(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, qps)
 	for i := range qps {
-		c, err := f.ctx.NewCQ(64)
+		c, err := f.ctx.NewCQ(cq.Config{Size: 64})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,11 +49,11 @@ func TestRemoveDevice(t *testing.T) {
 	must(err)
 	queuedCh, err := c.NewCompChannel() // holds an unread event at the removal
 	must(err)
-	idle, err := c.NewCQ(4, cq.WithChannel(waitCh))
+	idle, err := c.NewCQ(cq.Config{Size: 4, Channel: waitCh})
 	must(err)
-	scq, err := c.NewCQ(64, cq.WithChannel(queuedCh))
+	scq, err := c.NewCQ(cq.Config{Size: 64, Channel: queuedCh})
 	must(err)
-	rcq, err := c.NewCQ(64)
+	rcq, err := c.NewCQ(cq.Config{Size: 64})
 	must(err)
 	newQP := func(send, recv *cq.CQ) *uverbs.QP {
 		q, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: send, RecvCQ: recv,
@@ -185,7 +185,7 @@ func TestRemoveDevice(t *testing.T) {
 		call     func() error
 	}{
 		{"AllocPD", "alloc pd", func() error { _, err := c.AllocPD(); return err }},
-		{"NewCQ", "create cq", func() error { _, err := c.NewCQ(4); return err }},
+		{"NewCQ", "create cq", func() error { _, err := c.NewCQ(cq.Config{Size: 4}); return err }},
 		{"NewCompChannel", "create comp channel", func() error { _, err := c.NewCompChannel(); return err }},
 		{"QueryDevice", "query device", func() error { _, err := c.QueryDevice(); return err }},
 		{"QueryPort", "query port", func() error { _, err := c.QueryPort(1); return err }},
@@ -308,9 +308,9 @@ func TestRemoveDeviceEndsDataPath(t *testing.T) {
 	dev, c, pd, buf, mr, must := removeFixture(t)
 	defer buf.Close()
 	var err error
-	scq, err := c.NewCQ(64)
+	scq, err := c.NewCQ(cq.Config{Size: 64})
 	must(err)
-	rcq, err := c.NewCQ(64)
+	rcq, err := c.NewCQ(cq.Config{Size: 64})
 	must(err)
 	newQP := func(q *cq.CQ) *uverbs.QP {
 		qp, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: q, RecvCQ: q,
@@ -463,7 +463,7 @@ func TestRemoveDeviceRacesPostsAndClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := c.NewCQ(256)
+			q, err := c.NewCQ(cq.Config{Size: 256})
 			if err != nil {
 				t.Fatal(err)
 			}

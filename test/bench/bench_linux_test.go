@@ -23,9 +23,8 @@ type env struct {
 	buf      *uverbs.Buffer
 }
 
-// setup makes the benchmarks' device objects; scqOpts go to the send CQ,
-// which the poll benchmarks drain.
-func setup(b *testing.B, scqOpts ...cq.Option) *env {
+// setup makes the benchmarks' device objects.
+func setup(b *testing.B) *env {
 	b.Helper()
 	e := &env{ctx: rdmatest.Open(b)}
 	var err error
@@ -38,9 +37,9 @@ func setup(b *testing.B, scqOpts ...cq.Option) *env {
 	must(err)
 	e.ch, err = e.ctx.NewCompChannel()
 	must(err)
-	e.scq, err = e.ctx.NewCQ(4096, append([]cq.Option{cq.WithChannel(e.ch)}, scqOpts...)...)
+	e.scq, err = e.ctx.NewCQ(cq.Config{Size: 4096, Channel: e.ch})
 	must(err)
-	e.rcq, err = e.ctx.NewCQ(4096, cq.WithChannel(e.ch))
+	e.rcq, err = e.ctx.NewCQ(cq.Config{Size: 4096, Channel: e.ch})
 	must(err)
 	cfg := uverbs.QPConfig{Type: uverbs.RC, SendCQ: e.scq, RecvCQ: e.rcq,
 		Cap: uverbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}}
@@ -126,12 +125,10 @@ func BenchmarkPollEmpty(b *testing.B) {
 // each fill would not do: with -benchmem, StopTimer reads the memory
 // statistics, which stops the world, and the drain after it would run
 // beside a thread the restart woke on the VM's other vCPU.
-func BenchmarkPollDrain(b *testing.B) { pollDrain(b) }
-
-func pollDrain(b *testing.B, opts ...cq.Option) {
+func BenchmarkPollDrain(b *testing.B) {
 	for _, batch := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			e := setup(b, opts...)
+			e := setup(b)
 			wrs := e.write(256)
 			wcs := make([]cq.WC, batch)
 			settle := 2 * time.Millisecond

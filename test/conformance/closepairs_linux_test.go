@@ -43,14 +43,14 @@ func newPairWorld(t *testing.T, queued bool) *pairWorld {
 	t.Helper()
 	w := &pairWorld{f: setup(t), queued: queued}
 	var err error
-	var sqOpts []cq.Option
+	sqCfg := cq.Config{Size: 16}
 	if !queued {
-		sqOpts = append(sqOpts, cq.WithChannel(w.f.ch))
+		sqCfg.Channel = w.f.ch
 	}
-	if w.sq, err = w.f.ctx.NewCQ(16, sqOpts...); err != nil {
+	if w.sq, err = w.f.ctx.NewCQ(sqCfg); err != nil {
 		t.Fatal(err)
 	}
-	if w.rq, err = w.f.ctx.NewCQ(16, cq.WithChannel(w.f.ch)); err != nil {
+	if w.rq, err = w.f.ctx.NewCQ(cq.Config{Size: 16, Channel: w.f.ch}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range w.onChannel() {

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -27,7 +28,7 @@ func TestContextCloseRacesPostSend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := c.NewCQ(256)
+		q, err := c.NewCQ(cq.Config{Size: 256})
 		if err != nil {
 			t.Fatal(err)
 		}

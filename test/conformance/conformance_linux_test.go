@@ -30,8 +30,8 @@ func TestCQHasAtLeastRequestedEntries(t *testing.T) {
 // back with the CQ and with each of its events.
 func TestUserValueFromCQAndEvent(t *testing.T) {
 	f := setup(t)
-	scq := f.newCQ(t, 16, cq.WithUserValue(0xfeed))
-	rcq := f.newCQ(t, 16, cq.WithUserValue(0xbeef))
+	scq := f.newCQConfig(t, cq.Config{Size: 16, UserValue: 0xfeed})
+	rcq := f.newCQConfig(t, cq.Config{Size: 16, UserValue: 0xbeef})
 	a, _ := f.rcPair(t, scq, scq, rcq, rcq)
 	if scq.UserValue() != 0xfeed {
 		t.Errorf("UserValue = %#x", scq.UserValue())
@@ -52,21 +52,21 @@ func TestCompVectorOutOfRangeIsEINVAL(t *testing.T) {
 	f := setup(t)
 	testutil.CheckFDLeak(t)
 	for _, v := range []int{-1, f.ctx.NumCompVectors(), 1 << 20} {
-		if q, err := f.ctx.NewCQ(4, cq.WithVector(v)); !errors.Is(err, unix.EINVAL) {
+		if q, err := f.ctx.NewCQ(cq.Config{Size: 4, Vector: v}); !errors.Is(err, unix.EINVAL) {
 			if q != nil {
 				q.Close()
 			}
 			t.Errorf("vector %d: err = %v, want EINVAL", v, err)
 		}
 	}
-	f.newCQ(t, 4, cq.WithVector(f.ctx.NumCompVectors()-1))
+	f.newCQConfig(t, cq.Config{Size: 4, Vector: f.ctx.NumCompVectors() - 1})
 }
 
 // 4. ibv_destroy_cq(3) fails while a QP uses the CQ; once the QP is gone
 // it succeeds.
 func TestDestroyCQInUseFailsThenSucceeds(t *testing.T) {
 	f := setup(t)
-	q, err := f.ctx.NewCQ(8)
+	q, err := f.ctx.NewCQ(cq.Config{Size: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestEventNamesItsCQOnASharedChannel(t *testing.T) {
 // Close refuses with EBUSY and the count. Acks in batches work.
 func TestUnackedEventsRefuseDestroy(t *testing.T) {
 	f := setup(t)
-	q, err := f.ctx.NewCQ(16, cq.WithChannel(f.ch))
+	q, err := f.ctx.NewCQ(cq.Config{Size: 16, Channel: f.ch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -677,7 +677,7 @@ func TestCompletionFlags(t *testing.T) {
 func TestPollRacesClose(t *testing.T) {
 	f := setup(t)
 	for i := 0; i < 20; i++ {
-		q, err := f.ctx.NewCQ(16)
+		q, err := f.ctx.NewCQ(cq.Config{Size: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -783,7 +783,7 @@ func TestCloseWithCQsWakesWait(t *testing.T) {
 	if err := f.ch.Close(); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("second Channel.Close: %v, want ErrClosed", err)
 	}
-	if _, err := f.ctx.NewCQ(4, cq.WithChannel(f.ch)); !errors.Is(err, cq.ErrClosed) {
+	if _, err := f.ctx.NewCQ(cq.Config{Size: 4, Channel: f.ch}); !errors.Is(err, cq.ErrClosed) {
 		t.Errorf("NewCQ on the closed channel: %v, want ErrClosed", err)
 	}
 	// The armed CQs still complete work; the event goes nowhere.

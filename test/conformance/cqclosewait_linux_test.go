@@ -65,11 +65,11 @@ func closeRaceOnce(t *testing.T, iter int) bool {
 		t.Fatal(err)
 	}
 	defer mr.Close()
-	as, err := ctx.NewCQ(16)
+	as, err := ctx.NewCQ(cq.Config{Size: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := ctx.NewCQ(16, cq.WithChannel(ch))
+	br, err := ctx.NewCQ(cq.Config{Size: 16, Channel: ch})
 	if err != nil {
 		t.Fatal(err)
 	}

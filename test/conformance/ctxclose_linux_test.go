@@ -22,7 +22,7 @@ func TestContextCloseEndsWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := f.ctx.NewCQ(16, cq.WithChannel(f.ch))
+	q, err := f.ctx.NewCQ(cq.Config{Size: 16, Channel: f.ch})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,9 +54,16 @@ func setup(t *testing.T) *fix {
 // newCQ makes a CQ on the fixture's channel; at the end of the test its
 // events are acknowledged and it is closed (after the QPs, which close
 // first since their cleanups were registered later).
-func (f *fix) newCQ(t *testing.T, size int, opts ...cq.Option) *cq.CQ {
+func (f *fix) newCQ(t *testing.T, size int) *cq.CQ {
 	t.Helper()
-	q, err := f.ctx.NewCQ(size, append([]cq.Option{cq.WithChannel(f.ch)}, opts...)...)
+	return f.newCQConfig(t, cq.Config{Size: size})
+}
+
+// newCQConfig is newCQ with more of the CQ's configuration.
+func (f *fix) newCQConfig(t *testing.T, cfg cq.Config) *cq.CQ {
+	t.Helper()
+	cfg.Channel = f.ch
+	q, err := f.ctx.NewCQ(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,9 +236,9 @@ func openRC(t *testing.T, h host, bufSize int, depth uint32) *rcEnd {
 	fail("buffer")
 	e.mr, err = e.pd.RegMR(e.buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead)
 	fail("reg MR")
-	e.scq, err = e.ctx.NewCQ(int(depth))
+	e.scq, err = e.ctx.NewCQ(cq.Config{Size: int(depth)})
 	fail("send CQ")
-	e.rcq, err = e.ctx.NewCQ(int(depth))
+	e.rcq, err = e.ctx.NewCQ(cq.Config{Size: int(depth)})
 	fail("recv CQ")
 	e.qp, err = e.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: e.scq, RecvCQ: e.rcq,
 		Cap: uverbs.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})

@@ -101,11 +101,11 @@ func peerRecv(args []string) error {
 	if err != nil {
 		return err
 	}
-	scq, err := ctx.NewCQ(4)
+	scq, err := ctx.NewCQ(cq.Config{Size: 4})
 	if err != nil {
 		return err
 	}
-	rcq, err := ctx.NewCQ(peerRecvDepth)
+	rcq, err := ctx.NewCQ(cq.Config{Size: peerRecvDepth})
 	if err != nil {
 		return err
 	}
@@ -242,9 +242,9 @@ func openPeerSurvivor(t *testing.T) *peerSurvivor {
 	fail("reg MR")
 	s.ch, err = e.ctx.NewCompChannel()
 	fail("completion channel")
-	e.scq, err = e.ctx.NewCQ(2*peerWindow, cq.WithChannel(s.ch))
+	e.scq, err = e.ctx.NewCQ(cq.Config{Size: 2 * peerWindow, Channel: s.ch})
 	fail("send CQ")
-	e.rcq, err = e.ctx.NewCQ(4)
+	e.rcq, err = e.ctx.NewCQ(cq.Config{Size: 4})
 	fail("recv CQ")
 	e.qp, err = e.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: e.scq, RecvCQ: e.rcq,
 		Cap: uverbs.QPCap{MaxSendWR: peerWindow + 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})

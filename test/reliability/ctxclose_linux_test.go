@@ -45,9 +45,9 @@ func TestContextCloseFreesEverything(t *testing.T) {
 	must(err)
 	ch, err := c.NewCompChannel()
 	must(err)
-	scq, err := c.NewCQ(64, cq.WithChannel(ch))
+	scq, err := c.NewCQ(cq.Config{Size: 64, Channel: ch})
 	must(err)
-	rcq, err := c.NewCQ(64, cq.WithChannel(ch))
+	rcq, err := c.NewCQ(cq.Config{Size: 64, Channel: ch})
 	must(err)
 	must(rcq.ReqNotify(cq.NextCompletion))
 	qcap := uverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}

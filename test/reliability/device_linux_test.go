@@ -159,7 +159,7 @@ func TestDeviceDeletedWhileOpen(t *testing.T) {
 			pd.Close()
 			t.Error("alloc pd on a disassociated context worked")
 		}
-		if _, err := o.ctx.NewCQ(4); err == nil {
+		if _, err := o.ctx.NewCQ(cq.Config{Size: 4}); err == nil {
 			t.Error("create cq on a disassociated context worked")
 		}
 		// The data path too, though it may never enter the kernel: the

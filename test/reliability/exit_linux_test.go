@@ -88,11 +88,11 @@ func childLeak(waitKill bool) error {
 	if err != nil {
 		return err
 	}
-	scq, err := c.NewCQ(256, cq.WithChannel(ch))
+	scq, err := c.NewCQ(cq.Config{Size: 256, Channel: ch})
 	if err != nil {
 		return err
 	}
-	rcq, err := c.NewCQ(256, cq.WithChannel(ch))
+	rcq, err := c.NewCQ(cq.Config{Size: 256, Channel: ch})
 	if err != nil {
 		return err
 	}

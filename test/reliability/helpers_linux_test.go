@@ -137,7 +137,7 @@ func newObjects(t *testing.T, bufSize int) *objects {
 
 func (o *objects) newCQ(t *testing.T, size int) *cq.CQ {
 	t.Helper()
-	q, err := o.ctx.NewCQ(size, cq.WithChannel(o.ch))
+	q, err := o.ctx.NewCQ(cq.Config{Size: size, Channel: o.ch})
 	if err != nil {
 		t.Fatal(err)
 	}

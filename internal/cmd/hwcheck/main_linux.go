@@ -527,19 +527,17 @@ func (e *env) fixture(uars string, cqe int, channel bool) (*fixture, error) {
 		return fail(err)
 	}
 	closers = append(closers, func() { f.mr.Close() })
-	var opts []cq.Option
 	if channel {
 		if f.ch, err = f.ctx.NewCompChannel(); err != nil {
 			return fail(err)
 		}
 		closers = append(closers, func() { f.ch.Close() })
-		opts = append(opts, cq.WithChannel(f.ch))
 	}
-	if f.scq, err = f.ctx.NewCQ(cqe, opts...); err != nil {
+	if f.scq, err = f.ctx.NewCQ(cq.Config{Size: cqe, Channel: f.ch}); err != nil {
 		return fail(err)
 	}
 	closers = append(closers, func() { f.scq.Close() })
-	if f.rcq, err = f.ctx.NewCQ(16); err != nil {
+	if f.rcq, err = f.ctx.NewCQ(cq.Config{Size: 16}); err != nil {
 		return fail(err)
 	}
 	closers = append(closers, func() { f.rcq.Close() })
