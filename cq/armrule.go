@@ -23,10 +23,6 @@ package cq
 // loop (arm, wait, arm) never reads ahead: the event was read before the
 // arm.
 
-// armRule is a backend that says whether its device ignores an arm made
-// after an event fired and before it was read (mlx5); see readFirst.
-type armRule interface{ ArmNeedsEventsRead() bool }
-
 // armer is what ReqNotify and event delivery call: the backend itself, or
 // a readFirst around it.
 type armer interface {
@@ -35,8 +31,8 @@ type armer interface {
 }
 
 // readFirst arms the CQ of a backend whose arms need its events read
-// first (armRule). Its fields are guarded by the CQ's lock, under which
-// ReqNotify and EventRead run.
+// first (Backend.ArmNeedsEventsRead). Its fields are guarded by the CQ's
+// lock, under which ReqNotify and EventRead run.
 type readFirst struct {
 	be backend
 	c  *CQ

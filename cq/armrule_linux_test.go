@@ -69,7 +69,7 @@ func (b *seqBackend) complete(t *testing.T, sol bool) bool {
 func newSeqCQ(t *testing.T, ch *Channel, w int) (*CQ, *seqBackend) {
 	t.Helper()
 	b := &seqBackend{w: w}
-	c, err := newCQ("seq0", Config{Size: 16, Channel: ch}, func(cqseam.Request) (any, error) { return b, nil })
+	c, err := newCQ("seq0", Config{Size: 16, Channel: ch}, func(cqseam.Request) (backend, error) { return b, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

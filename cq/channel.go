@@ -71,7 +71,7 @@ type Channel struct {
 	parked   bool // this park's callback found nothing and parked
 }
 
-// newChannel is cqseam.NewChannel: it wraps fd, a completion channel the
+// newChannel is cqseam.Hooks.NewChannel: it wraps fd, a completion channel the
 // kernel created for device dev (uverbs.Context.NewCompChannel), and takes
 // ownership of it.
 func newChannel(fd int, dev string) (*Channel, error) {

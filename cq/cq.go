@@ -10,33 +10,6 @@ import (
 	"syscall"
 )
 
-// backend is the kernel and provider side of one CQ, made by the device
-// context (uverbs): see cqseam.NewCQ.
-type backend interface {
-	Handle() uint32
-	Size() int
-	// Ring returns the provider's ring, a ring, which every Poll of the
-	// CQ goes to. The backend may keep l, to Fail the CQ.
-	Ring(l *cqseam.RingLock) any
-	// ReqNotify arms the CQ for its next, or next solicited, completion.
-	ReqNotify(solicitedOnly bool) error
-	// EventRead is told of each completion event delivered for the CQ.
-	EventRead()
-	// Resize makes the CQ hold at least n entries, keeping what it holds.
-	Resize(n int) (int, error)
-	// Destroy destroys the CQ in the kernel and releases the provider's
-	// ring, returning how many completion and async events the kernel
-	// reported for it.
-	Destroy() (compEvents, asyncEvents uint32, err error)
-}
-
-// ring is a provider's completion ring, to which Poll hands over
-// entirely: one call into the provider per Poll, and no lock for an
-// empty ring. PollRing follows cqseam.RingLock's protocol.
-type ring interface {
-	PollRing(wcs []WC, l *cqseam.RingLock) (int, error)
-}
-
 // Config describes a new CQ, for uverbs.Context.NewCQ (ibv_create_cq's
 // arguments). Only Size is required.
 type Config struct {
@@ -74,12 +47,11 @@ type CQ struct {
 	dev  string
 	user uint64 // the event handle
 
-	// ring is be's provider ring (ringBackend), or be itself through
-	// backendRing: set by New, never changed.
-	ring ring
+	// ring is be's provider ring: set by newCQ, never changed.
+	ring cqseam.Ring[WC]
 	// arm is what ReqNotify and event delivery call: be, or a readFirst
 	// around it where be's device needs a CQ's events read before it is
-	// armed again (armRule). Set by New, never changed.
+	// armed again (ArmNeedsEventsRead). Set by newCQ, never changed.
 	arm armer
 
 	delivered atomic.Uint64 // completion events Wait/TryWait returned for this CQ
@@ -94,8 +66,8 @@ type CQ struct {
 // never by a key that a destroyed CQ used.
 var handles atomic.Uint64
 
-// newCQ is cqseam.NewCQ.
-func newCQ(dev string, cfg Config, create func(cqseam.Request) (any, error)) (*CQ, error) {
+// newCQ is cqseam.Hooks.NewCQ.
+func newCQ(dev string, cfg Config, create func(cqseam.Request) (backend, error)) (*CQ, error) {
 	const op = "create cq"
 	if cfg.Size < 1 {
 		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("size %d, want at least 1: %w", cfg.Size, syscall.EINVAL)}
@@ -111,25 +83,19 @@ func newCQ(dev string, cfg Config, create func(cqseam.Request) (any, error)) (*C
 		}
 		req.ChannelFD = ch.FD()
 	}
-	v, err := create(req)
+	be, err := create(req)
 	if err != nil {
 		if cfg.Channel != nil {
 			cfg.Channel.detach(c.user)
 		}
 		return nil, err
 	}
-	be, ok := v.(backend)
-	if !ok {
-		panic(fmt.Sprintf("cq: backend %T lacks a method of cqseam.NewCQ", v))
-	}
 	c.be = be
 	c.arm = be
-	if r, ok := be.(armRule); ok && r.ArmNeedsEventsRead() && cfg.Channel != nil {
+	if be.ArmNeedsEventsRead() && cfg.Channel != nil {
 		c.arm = &readFirst{be: be, c: c}
 	}
-	if c.ring, ok = be.Ring(&c.lock).(ring); !ok {
-		panic(fmt.Sprintf("cq: ring of %T lacks PollRing", be))
-	}
+	c.ring = be.Ring(&c.lock)
 	return c, nil
 }
 

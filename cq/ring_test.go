@@ -25,7 +25,9 @@ func (b *fakeBackend) EventRead()                       {}
 func (b *fakeBackend) Resize(n int) (int, error)        { return n, nil }
 func (b *fakeBackend) Destroy() (uint32, uint32, error) { b.released = true; return 0, 0, nil }
 
-func (b *fakeBackend) Ring(l *cqseam.RingLock) any {
+func (b *fakeBackend) ArmNeedsEventsRead() bool { return false }
+
+func (b *fakeBackend) Ring(l *cqseam.RingLock) cqseam.Ring[WC] {
 	b.l = l
 	return fakeRing{b}
 }
@@ -56,7 +58,7 @@ func (r fakeRing) PollRing(wcs []WC, l *cqseam.RingLock) (int, error) {
 func newFake(t *testing.T, wrids ...uint64) (*CQ, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{wrids: wrids}
-	c, err := newCQ("fake0", Config{Size: 16}, func(cqseam.Request) (any, error) { return fb, nil })
+	c, err := newCQ("fake0", Config{Size: 16}, func(cqseam.Request) (backend, error) { return fb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +143,7 @@ func TestPollTakesLock(t *testing.T) {
 func newFakeOn(t *testing.T, ch *Channel) (*CQ, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{}
-	c, err := newCQ("fake0", Config{Size: 16, Channel: ch}, func(cqseam.Request) (any, error) { return fb, nil })
+	c, err := newCQ("fake0", Config{Size: 16, Channel: ch}, func(cqseam.Request) (backend, error) { return fb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
-	"github.com/goverbs/goverbs/internal/cqseam"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -289,7 +288,7 @@ func (c *Context) Close() error {
 	c.chans = nil
 	c.chMu.Unlock()
 	for ch := range chans {
-		cqseam.Shut(ch, func() {}) // marks it only
+		cqHooks.ShutChannel(ch, false) // marks it only
 	}
 	perr := c.drv.Close()
 	aerr := c.async.Close() // ends the async watcher
@@ -304,12 +303,12 @@ func (c *Context) Close() error {
 	c.cqs.Range(func(_, v any) bool {
 		b := v.(*cqBackend)
 		if q := b.q.Load(); q != nil { // nil: NewCQ, still running, ends it
-			cqseam.Shut(q, b.CQ.Release)
+			cqHooks.ShutCQ(q, b.CQ.Release)
 		}
 		return true
 	})
 	for ch := range chans {
-		cqseam.Shut(ch, nil) // its fds
+		cqHooks.ShutChannel(ch, true) // its fds
 	}
 	c.drv.Release()
 	// The QPs' rings go last: on rxe they are mappings of the device

@@ -12,6 +12,10 @@ import (
 	"github.com/goverbs/goverbs/internal/provider"
 )
 
+// cqHooks are package cq's ways to make and end CQs and channels.
+// Package cq, which uverbs imports, registered them in its init.
+var cqHooks = cqseam.Of[*cq.CQ, *cq.Channel, cq.Config, cq.WC]()
+
 // NewCompChannel creates a completion channel (ibv_create_comp_channel),
 // which one or many CQs can report their events to.
 func (c *Context) NewCompChannel() (*cq.Channel, error) {
@@ -24,18 +28,17 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 	if err != nil {
 		return nil, c.opErr(op, err)
 	}
-	v, err := cqseam.NewChannel(fd, c.dev.Name)
+	ch, err := cqHooks.NewChannel(fd, c.dev.Name)
 	if err != nil {
 		return nil, err
 	}
-	ch := v.(*cq.Channel)
 	c.chMu.Lock()
 	// Forget those closed since, once the set has doubled since the last
 	// time: each creation's share of the sweep stays constant however
 	// many channels are open (a server's connections each have one).
 	if len(c.chans) >= c.chSweep {
 		for o := range c.chans {
-			if cqseam.Closed(o) {
+			if cqHooks.Closed(o) {
 				delete(c.chans, o)
 			}
 		}
@@ -49,7 +52,7 @@ func (c *Context) NewCompChannel() (*cq.Channel, error) {
 // NewCQ creates a completion queue as cfg says (ibv_create_cq): at least
 // cfg.Size entries, attached to cfg.Channel if there is one.
 func (c *Context) NewCQ(cfg cq.Config) (*cq.CQ, error) {
-	v, err := cqseam.NewCQ(c.dev.Name, cfg, func(r cqseam.Request) (any, error) {
+	q, err := cqHooks.NewCQ(c.dev.Name, cfg, func(r cqseam.Request) (cqseam.Backend[cq.WC], error) {
 		const op = "create cq"
 		if r.Vector >= c.vectors {
 			return nil, c.opErr(op, fmt.Errorf("completion vector %d out of range [0, %d): %w", r.Vector, c.vectors, unix.EINVAL))
@@ -79,16 +82,15 @@ func (c *Context) NewCQ(cfg cq.Config) (*cq.CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := v.(*cq.CQ)
 	// Context.Close ends the CQs it finds with a *cq.CQ; one it closed
 	// while New was finishing is ended here.
-	b := cqseam.Backend(q).(*cqBackend)
+	b := cqHooks.Backend(q).(*cqBackend)
 	c.mu.RLock()
 	b.q.Store(q)
 	closed := c.closed.Load()
 	c.mu.RUnlock()
 	if closed {
-		cqseam.Shut(q, b.CQ.Release)
+		cqHooks.ShutCQ(q, b.CQ.Release)
 		return nil, c.opErr("create cq", ErrClosed)
 	}
 	return q, nil
@@ -112,7 +114,7 @@ type cqBackend struct {
 // CQ_ERR said the CQ overran, or a DEVICE_FATAL that the device failed,
 // fail sets l's error, and the ring hands out what it still holds, then
 // fails (RingLock.Fail).
-func (b *cqBackend) Ring(l *cqseam.RingLock) any {
+func (b *cqBackend) Ring(l *cqseam.RingLock) cqseam.Ring[cq.WC] {
 	b.ring.Store(l)
 	if e := b.broken.Load(); e != nil { // an overrun before the store
 		l.Fail(e.poll)
@@ -221,6 +223,6 @@ func (c *Context) noteAsync(ev AsyncEvent) {
 
 // backendOf returns the context-side backend of a CQ made by NewCQ.
 func backendOf(q *cq.CQ) (*cqBackend, bool) {
-	b, ok := cqseam.Backend(q).(*cqBackend)
+	b, ok := cqHooks.Backend(q).(*cqBackend)
 	return b, ok
 }

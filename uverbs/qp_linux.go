@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
-	"github.com/goverbs/goverbs/internal/cqseam"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
@@ -377,7 +376,7 @@ func (q *QP) reset() {
 			continue
 		}
 		if b, ok := backendOf(c); ok {
-			cqseam.Exclusive(c, func() { both(func() { r.CleanCQ(b.CQ) }) })
+			cqHooks.Exclusive(c, func() { both(func() { r.CleanCQ(b.CQ) }) })
 		}
 	}
 	both(r.Reset)

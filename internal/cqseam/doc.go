@@ -5,8 +5,10 @@
 //
 // It holds the CQ's lock and error word that a provider's ring follows
 // when it polls (RingLock), what a CQ's kernel object is made from
-// (Request), and the functions package cq sets when it is initialised so
-// that uverbs can make CQs and channels and reach into them (hooks.go).
-// Values of cq's types cross the hooks as any: cqseam cannot name them,
-// since cq imports it.
+// (Request), what cq asks of the kernel and provider side of a CQ
+// (Backend, Ring), and the functions package cq registers when it is
+// initialised so that uverbs can make CQs and channels and reach into
+// them (Hooks). cqseam cannot name cq's types, since cq imports it, so
+// those types are its type parameters: cq registers Hooks instantiated
+// with its own, and uverbs, naming the same, gets them typed.
 package cqseam

@@ -8,54 +8,84 @@ type Request struct {
 	UserHandle uint64 // the key events carry back
 }
 
-// NewCQ makes a *cq.CQ as cfg, a cq.Config, says (an error wrapping
-// EINVAL for a bad size or vector), calling create for its kernel object
-// and provider ring. dev names the device in errors.
-//
-// create returns the CQ's backend: a value with the methods
-//
-//	Handle() uint32
-//	Size() int
-//	Ring(l *RingLock) any
-//	ReqNotify(solicitedOnly bool) error
-//	EventRead()
-//	Resize(n int) (int, error)
-//	Destroy() (compEvents, asyncEvents uint32, err error)
-//
-// and optionally ArmNeedsEventsRead() bool, true where the device ignores
-// an arm made after an event fired and before EventRead counted it
-// (mlx5: cq then reads the channel's queued events before such an arm).
-// Ring returns the provider's ring, which has
-// PollRing(wcs []cq.WC, l *RingLock) (int, error) and serves every Poll
-// of the CQ (one call into the provider, no lock for an empty ring); the
-// backend may keep l, to Fail the CQ.
-var NewCQ func(dev string, cfg any, create func(Request) (any, error)) (any, error)
+// Ring is a provider's completion ring, which serves every Poll of its
+// CQ: one call into the provider, no lock for an empty ring. PollRing
+// follows RingLock's protocol. WC is cq.WC.
+type Ring[WC any] interface {
+	PollRing(wcs []WC, l *RingLock) (int, error)
+}
 
-// NewChannel makes a *cq.Channel that reads completion events from fd,
-// which it then owns. dev names the device in errors.
-var NewChannel func(fd int, dev string) (any, error)
+// Backend is the kernel and provider side of one CQ, made by the device
+// context (uverbs). ReqNotify, EventRead, Resize and Destroy run under
+// the CQ's lock. WC is cq.WC.
+type Backend[WC any] interface {
+	Handle() uint32
+	Size() int
+	// Ring returns the provider's ring. The backend may keep l, to Fail
+	// the CQ.
+	Ring(l *RingLock) Ring[WC]
+	// ReqNotify arms the CQ for its next, or next solicited, completion.
+	ReqNotify(solicitedOnly bool) error
+	// EventRead is told of each completion event delivered for the CQ.
+	EventRead()
+	// ArmNeedsEventsRead reports whether the device ignores an arm made
+	// after it raised an event for the CQ and before EventRead counted it
+	// (mlx5): cq then reads the channel's queued events before such an
+	// arm.
+	ArmNeedsEventsRead() bool
+	// Resize makes the CQ hold at least n entries, keeping what it holds.
+	Resize(n int) (int, error)
+	// Destroy destroys the CQ in the kernel and releases the provider's
+	// ring, returning how many completion and async events the kernel
+	// reported for it.
+	Destroy() (compEvents, asyncEvents uint32, err error)
+}
 
-// Backend returns the backend create returned for q, a *cq.CQ.
-var Backend func(q any) any
+// Hooks are what package cq gives uverbs to make and end its CQs and
+// channels, whose insides cq does not export. CQ, Channel, Config and WC
+// are cq's *CQ, *Channel, Config and WC: cqseam cannot name them, since
+// cq imports it, so the hooks are generic and Of instantiates them.
+type Hooks[CQ, Channel, Config, WC any] struct {
+	// NewCQ makes a CQ as cfg says (an error wrapping EINVAL for a bad
+	// size or vector), calling create for its kernel object and provider
+	// ring. dev names the device in errors.
+	NewCQ func(dev string, cfg Config, create func(Request) (Backend[WC], error)) (CQ, error)
+	// NewChannel makes a Channel that reads completion events from fd,
+	// which it then owns. dev names the device in errors.
+	NewChannel func(fd int, dev string) (Channel, error)
+	// Backend returns the backend create returned for q.
+	Backend func(q CQ) Backend[WC]
+	// Exclusive runs f while no Poll, ReqNotify or Resize of q can run,
+	// unless q is closed (its ring is gone). It takes q's lock: the
+	// caller must not hold its device context's lock, which a CQ's Close
+	// takes under q's lock. mlx5 needs it when a QP is reset, to take the
+	// QP's stale completions out of its CQs, as rdma-core does.
+	Exclusive func(q CQ, f func())
+	// ShutCQ ends q because its device context closed (the kernel
+	// destroyed it with the context): release (the provider's ring) runs
+	// under q's lock, before Poll starts returning ErrClosed, and every
+	// later call returns ErrClosed. Nothing happens to a closed CQ.
+	ShutCQ func(q CQ, release func())
+	// ShutChannel ends ch because its device context closed: a parked
+	// Wait wakes with ErrClosed, as does every later call. With fds
+	// false it only marks ch closed, for a context that closes its
+	// kernel objects next (a Wait they wake then says ErrClosed, not what
+	// the fd says); a later ShutChannel with fds closes them.
+	ShutChannel func(ch Channel, fds bool)
+	// Closed reports whether ch is closed.
+	Closed func(ch Channel) bool
+}
 
-// Exclusive runs f while no Poll, ReqNotify or Resize of q (a *cq.CQ) can
-// run, unless q is closed (its ring is gone). It does nothing for another
-// type. It takes q's lock: the caller must not hold its device context's
-// lock, which a CQ's Close takes under q's lock. mlx5 needs it when a QP is
-// reset, to take the QP's stale completions out of its CQs, as rdma-core
-// does.
-var Exclusive func(q any, f func())
+// hooks holds the Hooks package cq registered.
+var hooks any
 
-// Shut ends obj, a *cq.CQ or a *cq.Channel, because its device context
-// closed (the kernel destroyed it with the context): every later call on
-// it returns ErrClosed, and a Wait parked on a channel wakes with
-// ErrClosed. For a CQ, release (the provider's ring) runs under the CQ's
-// lock, before Poll starts returning ErrClosed. A channel is marked
-// closed, and with a nil release its fds are closed too (a non-nil one,
-// which is not called, marks it only: its waits then end with ErrClosed
-// whatever the fd says, and a later Shut closes the fds). It does
-// nothing more for an object already closed.
-var Shut func(obj any, release func())
+// Register is called by package cq's init with its hooks.
+func Register[CQ, Channel, Config, WC any](h Hooks[CQ, Channel, Config, WC]) { hooks = h }
 
-// Closed reports whether ch, a *cq.Channel, is closed.
-var Closed func(ch any) bool
+// Of returns the hooks package cq registered, for uverbs, which names
+// cq's types when it calls it and so gets hooks typed throughout. The one
+// type assertion is here: with cq's own types as the type arguments it
+// cannot fail.
+func Of[CQ, Channel, Config, WC any]() Hooks[CQ, Channel, Config, WC] {
+	return hooks.(Hooks[CQ, Channel, Config, WC])
+}
