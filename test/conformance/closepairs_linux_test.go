@@ -19,9 +19,12 @@ import (
 // context, and the time a close (which takes no context) is given. A call
 // that has not returned pairSlack past its deadline fails the test with
 // every goroutine's stack (issue [X] #57: every call returns within its
-// deadline + 100 ms).
+// deadline + 100 ms). A Wait or Serve that nothing in its pair wakes has
+// the short deadline, which it runs to, so a round stays short; one that
+// its pair must wake has the long one, which it must not run to.
 const (
 	pairWaitDeadline  = time.Second
+	pairShortDeadline = 200 * time.Millisecond
 	pairCloseDeadline = 3 * time.Second
 	pairSlack         = 100 * time.Millisecond
 )
@@ -118,9 +121,12 @@ func ctxClose(allowed ...error) pairCall {
 	return pairCall{"Context.Close", pairCloseDeadline, func(w *pairWorld) error { return w.f.ctx.Close() }, allowed}
 }
 
-func chWait(allowed ...error) pairCall {
-	return pairCall{"Channel.Wait", pairWaitDeadline, func(w *pairWorld) error {
-		ctx, cancel := context.WithTimeout(context.Background(), pairWaitDeadline)
+func chWait(allowed ...error) pairCall { return chWaitFor(pairWaitDeadline, allowed...) }
+
+// chWaitFor is chWait with the deadline d.
+func chWaitFor(d time.Duration, allowed ...error) pairCall {
+	return pairCall{"Channel.Wait", d, func(w *pairWorld) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		c, err := w.f.ch.Wait(ctx)
 		w.got = c
@@ -138,9 +144,12 @@ func chTryWait(allowed ...error) pairCall {
 	}, allowed}
 }
 
-func chServe(allowed ...error) pairCall {
-	return pairCall{"Channel.Serve", pairWaitDeadline, func(w *pairWorld) error {
-		ctx, cancel := context.WithTimeout(context.Background(), pairWaitDeadline)
+func chServe(allowed ...error) pairCall { return chServeFor(pairWaitDeadline, allowed...) }
+
+// chServeFor is chServe with the deadline d.
+func chServeFor(d time.Duration, allowed ...error) pairCall {
+	return pairCall{"Channel.Serve", d, func(w *pairWorld) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		return w.f.ch.Serve(ctx, w.onChannel(), nil, func(*cq.CQ, []cq.WC) error { return nil })
 	}, allowed}
@@ -174,11 +183,11 @@ func TestClosePairs(t *testing.T) {
 		check  func(t *testing.T, w *pairWorld, errs []error)
 	}{
 		// CQ.Close does not touch the channel: the Wait runs to its deadline.
-		{name: "CQClose/Wait", a: cqClose(nil), b: chWait(errDeadline)},
+		{name: "CQClose/Wait", a: cqClose(nil), b: chWaitFor(pairShortDeadline, errDeadline)},
 		// Issue [X]'s sequence: the Wait delivers the event (and Close
 		// says EBUSY until it is acknowledged) or Close takes the CQ first
 		// and the event goes with it.
-		{name: "CQClose/WaitQueued", queued: true, a: cqClose(nil, errBusy), b: chWait(nil, errDeadline),
+		{name: "CQClose/WaitQueued", queued: true, a: cqClose(nil, errBusy), b: chWaitFor(pairShortDeadline, nil, errDeadline),
 			check: func(t *testing.T, w *pairWorld, errs []error) {
 				if (errs[1] == nil) != errors.Is(errs[0], errBusy) {
 					t.Errorf("CQ.Close %v beside Wait %v: want EBUSY exactly when the Wait delivered the event", errs[0], errs[1])
@@ -198,7 +207,7 @@ func TestClosePairs(t *testing.T) {
 		{name: "Serve/ContextClose", a: chServe(closed), b: ctxClose(nil)},
 		// Serve acknowledges what its Wait delivers: CQ.Close says EBUSY
 		// only in between.
-		{name: "Serve/CQCloseQueued", queued: true, a: chServe(closed, errDeadline), b: cqClose(nil, errBusy)},
+		{name: "Serve/CQCloseQueued", queued: true, a: chServeFor(pairShortDeadline, closed, errDeadline), b: cqClose(nil, errBusy)},
 	}
 	for _, p := range pairs {
 		t.Run(p.name, func(t *testing.T) {
