@@ -496,7 +496,8 @@ func testStreamPeerKilled(t *testing.T, how string) {
 		case <-time.After(time.Until(start.Add(limit))):
 			t.Errorf("%v after the peer was %s: Read ended %t, Write ended %t (read %d bytes, wrote %d)",
 				limit, how, r.err != nil, w.err != nil, read.Load(), wrote.Load())
-			c.Close() // to end them
+			dumpNet(t) // rxe's counters: retries, send_err, what was in flight
+			c.Close()  // to end them
 			<-rdone
 			<-wdone
 			return
