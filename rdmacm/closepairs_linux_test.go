@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
 	"strconv"
 	"syscall"
 	"testing"
@@ -27,34 +26,6 @@ const pairLimit = pairDeadline + 100*time.Millisecond
 // pairStep is a testutil.Step with pairLimit.
 func pairStep(name string, fn func() error) testutil.Step {
 	return testutil.Step{Name: name, Limit: pairLimit, Fn: fn}
-}
-
-// pairCheck fails t unless err is one of allowed (nil: success).
-func pairCheck(t *testing.T, name string, err error, allowed ...error) {
-	t.Helper()
-	if !testutil.OneOf(err, allowed...) {
-		t.Errorf("%s: %v, want one of %v", name, err, allowed)
-	}
-}
-
-// onlyOne checks two closes of one object: one closed it, the other
-// said ErrClosed.
-func onlyOne(t *testing.T, what string, errs []error) {
-	t.Helper()
-	pairCheck(t, what, errs[0], nil, ErrClosed)
-	pairCheck(t, what, errs[1], nil, ErrClosed)
-	if (errs[0] == nil) == (errs[1] == nil) {
-		t.Errorf("two %ss: %v and %v, want one nil and one ErrClosed", what, errs[0], errs[1])
-	}
-}
-
-// closeAgain closes once more what a round closed, within pairLimit; it
-// may say ErrClosed.
-func closeAgain(t *testing.T, name string, fn func() error) {
-	t.Helper()
-	if err := testutil.Within(t, name, pairLimit, fn); err != nil && !errors.Is(err, ErrClosed) {
-		t.Errorf("%s: %v", name, err)
-	}
 }
 
 // listenAny listens on a free port of rxe0's address (a round's own, so
@@ -100,14 +71,14 @@ func connCloseWait(t *testing.T, flush bool) {
 	errs := testutil.Together(t, pairStep("Conn.Close", cli.Close), pairStep("Channel.Wait", waitComp(cli, &got)))
 	t.Logf("Conn.Close: %v; Channel.Wait: %v", errs[0], errs[1])
 	if !flush {
-		pairCheck(t, "Conn.Close", errs[0], nil)
-		pairCheck(t, "Channel.Wait", errs[1], cq.ErrClosed)
+		testutil.CheckOneOf(t, "Conn.Close", errs[0], nil)
+		testutil.CheckOneOf(t, "Channel.Wait", errs[1], cq.ErrClosed)
 	} else {
 		// The Wait delivers the flush's event, and Close's CQ.Close says
 		// EBUSY until it is acknowledged; or Close destroys the CQ first
 		// and the event goes with it.
-		pairCheck(t, "Conn.Close", errs[0], nil, syscall.EBUSY)
-		pairCheck(t, "Channel.Wait", errs[1], nil, cq.ErrClosed)
+		testutil.CheckOneOf(t, "Conn.Close", errs[0], nil, syscall.EBUSY)
+		testutil.CheckOneOf(t, "Channel.Wait", errs[1], nil, cq.ErrClosed)
 		if (errs[1] == nil) != errors.Is(errs[0], syscall.EBUSY) {
 			t.Errorf("Conn.Close %v beside Wait %v: want EBUSY exactly when the Wait delivered the event", errs[0], errs[1])
 		}
@@ -118,15 +89,15 @@ func connCloseWait(t *testing.T, flush bool) {
 	// What Close left (a CQ with its event unacknowledged) closes once
 	// the event is acknowledged.
 	if n := cli.CQ().Unacked(); n > 0 {
-		closeAgain(t, "CQ.Ack", func() error { return cli.CQ().Ack(n) })
+		testutil.CloseAgain(t, "CQ.Ack", pairLimit, ErrClosed, func() error { return cli.CQ().Ack(n) })
 	}
-	closeAgain(t, "CQ.Close", cli.CQ().Close)
-	closeAgain(t, "Conn.Close again", cli.Close)
+	testutil.CloseAgain(t, "CQ.Close", pairLimit, ErrClosed, cli.CQ().Close)
+	testutil.CloseAgain(t, "Conn.Close again", pairLimit, ErrClosed, cli.Close)
 	if b != nil {
-		closeAgain(t, "MR.Close", b.mr.Close) // before the PD's last Conn closes
+		testutil.CloseAgain(t, "MR.Close", pairLimit, ErrClosed, b.mr.Close) // before the PD's last Conn closes
 	}
-	closeAgain(t, "server's Conn.Close", srv.Close)
-	closeAgain(t, "Listener.Close", l.Close)
+	testutil.CloseAgain(t, "server's Conn.Close", pairLimit, ErrClosed, srv.Close)
+	testutil.CloseAgain(t, "Listener.Close", pairLimit, ErrClosed, l.Close)
 }
 
 // TestClosePairs starts a close and a wait on one object, or two closes,
@@ -136,10 +107,7 @@ func connCloseWait(t *testing.T, flush bool) {
 // (5 by default).
 func TestClosePairs(t *testing.T) {
 	requireCM(t)
-	rounds := 5
-	if v, err := strconv.Atoi(os.Getenv("GOVERBS_CLOSEPAIRS")); err == nil && v > 0 {
-		rounds = v
-	}
+	rounds := testutil.Rounds("GOVERBS_CLOSEPAIRS", 5)
 	pairs := []struct {
 		name string
 		run  func(t *testing.T)
@@ -150,9 +118,9 @@ func TestClosePairs(t *testing.T) {
 			l := listenAny(t)
 			cli, srv := pair(t, l, nil)
 			errs := testutil.Together(t, pairStep("Conn.Close", cli.Close), pairStep("Conn.Close", cli.Close))
-			onlyOne(t, "Conn.Close", errs)
-			closeAgain(t, "server's Conn.Close", srv.Close)
-			closeAgain(t, "Listener.Close", l.Close)
+			testutil.OnlyOne(t, "Conn.Close", errs, ErrClosed)
+			testutil.CloseAgain(t, "server's Conn.Close", pairLimit, ErrClosed, srv.Close)
+			testutil.CloseAgain(t, "Listener.Close", pairLimit, ErrClosed, l.Close)
 		}},
 		{"ListenerClose/Accept", func(t *testing.T) {
 			l := listenAny(t)
@@ -165,16 +133,16 @@ func TestClosePairs(t *testing.T) {
 				return err
 			}))
 			t.Logf("Listener.Close: %v; Accept: %v", errs[0], errs[1])
-			pairCheck(t, "Listener.Close", errs[0], nil)
-			pairCheck(t, "Listener.Accept", errs[1], ErrClosed)
+			testutil.CheckOneOf(t, "Listener.Close", errs[0], nil)
+			testutil.CheckOneOf(t, "Listener.Accept", errs[1], ErrClosed)
 			if c != nil {
 				c.Close()
 			}
-			closeAgain(t, "Listener.Close again", l.Close)
+			testutil.CloseAgain(t, "Listener.Close again", pairLimit, ErrClosed, l.Close)
 		}},
 		{"ListenerClose/ListenerClose", func(t *testing.T) {
 			l := listenAny(t)
-			onlyOne(t, "Listener.Close", testutil.Together(t, pairStep("Listener.Close", l.Close), pairStep("Listener.Close", l.Close)))
+			testutil.OnlyOne(t, "Listener.Close", testutil.Together(t, pairStep("Listener.Close", l.Close), pairStep("Listener.Close", l.Close)), ErrClosed)
 		}},
 		{"EventChannelClose/Wait", func(t *testing.T) {
 			ch := newChannel(t)
@@ -191,17 +159,17 @@ func TestClosePairs(t *testing.T) {
 				return err
 			}))
 			t.Logf("EventChannel.Close: %v; Wait: %v", errs[0], errs[1])
-			pairCheck(t, "EventChannel.Close", errs[0], nil)
-			pairCheck(t, "EventChannel.Wait", errs[1], ErrClosed)
+			testutil.CheckOneOf(t, "EventChannel.Close", errs[0], nil)
+			testutil.CheckOneOf(t, "EventChannel.Wait", errs[1], ErrClosed)
 			if ev != nil {
 				t.Errorf("an event on an ID that did nothing: %v", ev.Type)
 			}
-			closeAgain(t, "ID.Close", id.Close)
-			closeAgain(t, "EventChannel.Close again", ch.Close)
+			testutil.CloseAgain(t, "ID.Close", pairLimit, ErrClosed, id.Close)
+			testutil.CloseAgain(t, "EventChannel.Close again", pairLimit, ErrClosed, ch.Close)
 		}},
 		{"EventChannelClose/EventChannelClose", func(t *testing.T) {
 			ch := newChannel(t)
-			onlyOne(t, "EventChannel.Close", testutil.Together(t, pairStep("EventChannel.Close", ch.Close), pairStep("EventChannel.Close", ch.Close)))
+			testutil.OnlyOne(t, "EventChannel.Close", testutil.Together(t, pairStep("EventChannel.Close", ch.Close), pairStep("EventChannel.Close", ch.Close)), ErrClosed)
 		}},
 	}
 	for _, p := range pairs {

@@ -1,10 +1,8 @@
 package rdmanet_test
 
 import (
-	"errors"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"syscall"
 	"testing"
@@ -27,23 +25,6 @@ func pairStep(name string, fn func() error) testutil.Step {
 	return testutil.Step{Name: name, Limit: pairLimit, Fn: fn}
 }
 
-// pairCheck fails t unless err is one of allowed (nil: success).
-func pairCheck(t *testing.T, name string, err error, allowed ...error) {
-	t.Helper()
-	if !testutil.OneOf(err, allowed...) {
-		t.Errorf("%s: %v, want one of %v", name, err, allowed)
-	}
-}
-
-// closeAgain closes once more what a round closed, within pairLimit; it
-// may say net.ErrClosed.
-func closeAgain(t *testing.T, name string, fn func() error) {
-	t.Helper()
-	if err := testutil.Within(t, name, pairLimit, fn); err != nil && !errors.Is(err, net.ErrClosed) {
-		t.Errorf("%s: %v", name, err)
-	}
-}
-
 // readFor returns a Read of one byte from c with pairDeadline as its
 // read deadline.
 func readFor(c net.Conn) func() error {
@@ -63,10 +44,7 @@ func readFor(c net.Conn) func() error {
 // (5 by default).
 func TestClosePairs(t *testing.T) {
 	requireCM(t)
-	rounds := 5
-	if v, err := strconv.Atoi(os.Getenv("GOVERBS_CLOSEPAIRS")); err == nil && v > 0 {
-		rounds = v
-	}
+	rounds := testutil.Rounds("GOVERBS_CLOSEPAIRS", 5)
 	pairs := []struct {
 		name string
 		run  func(t *testing.T)
@@ -77,10 +55,10 @@ func TestClosePairs(t *testing.T) {
 			cli, srv := pair(t, l, nil)
 			errs := testutil.Together(t, pairStep("Conn.Close", cli.Close), pairStep("Conn.Read", readFor(cli)))
 			t.Logf("Conn.Close: %v; Read: %v", errs[0], errs[1])
-			pairCheck(t, "Conn.Close", errs[0], nil)
-			pairCheck(t, "Conn.Read", errs[1], net.ErrClosed)
-			closeAgain(t, "Conn.Close again", cli.Close)
-			closeAgain(t, "server's Conn.Close", srv.Close)
+			testutil.CheckOneOf(t, "Conn.Close", errs[0], nil)
+			testutil.CheckOneOf(t, "Conn.Read", errs[1], net.ErrClosed)
+			testutil.CloseAgain(t, "Conn.Close again", pairLimit, net.ErrClosed, cli.Close)
+			testutil.CloseAgain(t, "server's Conn.Close", pairLimit, net.ErrClosed, srv.Close)
 		}},
 		// Close ends the peer's Read waiting: the fin says EOF, or the
 		// disconnect a reset.
@@ -89,20 +67,20 @@ func TestClosePairs(t *testing.T) {
 			cli, srv := pair(t, l, nil)
 			errs := testutil.Together(t, pairStep("Conn.Close", cli.Close), pairStep("peer's Conn.Read", readFor(srv)))
 			t.Logf("Conn.Close: %v; peer's Read: %v", errs[0], errs[1])
-			pairCheck(t, "Conn.Close", errs[0], nil)
-			pairCheck(t, "peer's Conn.Read", errs[1], io.EOF, syscall.ECONNRESET)
-			closeAgain(t, "server's Conn.Close", srv.Close)
+			testutil.CheckOneOf(t, "Conn.Close", errs[0], nil)
+			testutil.CheckOneOf(t, "peer's Conn.Read", errs[1], io.EOF, syscall.ECONNRESET)
+			testutil.CloseAgain(t, "server's Conn.Close", pairLimit, net.ErrClosed, srv.Close)
 		}},
 		{"ConnClose/ConnClose", func(t *testing.T) {
 			l := listen(t, nil)
 			cli, srv := pair(t, l, nil)
 			errs := testutil.Together(t, pairStep("Conn.Close", cli.Close), pairStep("Conn.Close", cli.Close))
-			pairCheck(t, "Conn.Close", errs[0], nil, net.ErrClosed)
-			pairCheck(t, "Conn.Close", errs[1], nil, net.ErrClosed)
+			testutil.CheckOneOf(t, "Conn.Close", errs[0], nil, net.ErrClosed)
+			testutil.CheckOneOf(t, "Conn.Close", errs[1], nil, net.ErrClosed)
 			if (errs[0] == nil) == (errs[1] == nil) {
 				t.Errorf("two Conn.Closes: %v and %v, want one nil and one net.ErrClosed", errs[0], errs[1])
 			}
-			closeAgain(t, "server's Conn.Close", srv.Close)
+			testutil.CloseAgain(t, "server's Conn.Close", pairLimit, net.ErrClosed, srv.Close)
 		}},
 		{"ListenerClose/Accept", func(t *testing.T) {
 			l := listen(t, nil)
@@ -113,12 +91,12 @@ func TestClosePairs(t *testing.T) {
 				return err
 			}))
 			t.Logf("Listener.Close: %v; Accept: %v", errs[0], errs[1])
-			pairCheck(t, "Listener.Close", errs[0], nil)
-			pairCheck(t, "Listener.Accept", errs[1], net.ErrClosed)
+			testutil.CheckOneOf(t, "Listener.Close", errs[0], nil)
+			testutil.CheckOneOf(t, "Listener.Accept", errs[1], net.ErrClosed)
 			if c != nil {
 				c.Close()
 			}
-			closeAgain(t, "Listener.Close again", l.Close)
+			testutil.CloseAgain(t, "Listener.Close again", pairLimit, net.ErrClosed, l.Close)
 		}},
 	}
 	for _, p := range pairs {

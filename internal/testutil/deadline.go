@@ -2,7 +2,9 @@ package testutil
 
 import (
 	"errors"
+	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -94,4 +96,43 @@ func OneOf(err error, allowed ...error) bool {
 		}
 	}
 	return false
+}
+
+// CheckOneOf fails tb unless err is one of allowed (OneOf), naming the
+// call.
+func CheckOneOf(tb testing.TB, name string, err error, allowed ...error) {
+	tb.Helper()
+	if !OneOf(err, allowed...) {
+		tb.Errorf("%s: %v, want one of %v", name, err, allowed)
+	}
+}
+
+// OnlyOne checks what two closes of one object returned: one closed it,
+// the other said closed (an error wrapping it).
+func OnlyOne(tb testing.TB, what string, errs []error, closed error) {
+	tb.Helper()
+	CheckOneOf(tb, what, errs[0], nil, closed)
+	CheckOneOf(tb, what, errs[1], nil, closed)
+	if (errs[0] == nil) == (errs[1] == nil) {
+		tb.Errorf("two %ss: %v and %v, want one nil and one %v", what, errs[0], errs[1], closed)
+	}
+}
+
+// CloseAgain closes once more, within limit, what a test may have closed
+// already: an error wrapping closed is fine, any other fails tb.
+func CloseAgain(tb testing.TB, name string, limit time.Duration, closed error, fn func() error) {
+	tb.Helper()
+	if err := Within(tb, name, limit, fn); err != nil && !errors.Is(err, closed) {
+		tb.Errorf("%s: %v", name, err)
+	}
+}
+
+// Rounds is how many times a looped test runs: the number in the
+// environment variable env, or def when it is unset or not a positive
+// number.
+func Rounds(env string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
+		return v
+	}
+	return def
 }

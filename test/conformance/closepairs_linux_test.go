@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"syscall"
 	"testing"
@@ -159,9 +158,7 @@ func chServeFor(d time.Duration, allowed ...error) pairCall {
 // and the other said ErrClosed.
 func onlyOne(t *testing.T, _ *pairWorld, errs []error) {
 	t.Helper()
-	if (errs[0] == nil) == (errs[1] == nil) {
-		t.Errorf("two closes of one object: %v and %v, want one nil and one ErrClosed", errs[0], errs[1])
-	}
+	testutil.OnlyOne(t, "close", errs, cq.ErrClosed)
 }
 
 // TestClosePairs starts two calls of a closer and a waiter, or of two
@@ -171,10 +168,7 @@ func onlyOne(t *testing.T, _ *pairWorld, errs []error) {
 // closes, every step of it bounded too. Each pair runs GOVERBS_CLOSEPAIRS
 // rounds (5 by default), each on a context of its own.
 func TestClosePairs(t *testing.T) {
-	rounds := 5
-	if v, err := strconv.Atoi(os.Getenv("GOVERBS_CLOSEPAIRS")); err == nil && v > 0 {
-		rounds = v
-	}
+	rounds := testutil.Rounds("GOVERBS_CLOSEPAIRS", 5)
 	closed := cq.ErrClosed
 	pairs := []struct {
 		name   string

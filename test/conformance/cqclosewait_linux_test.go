@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -27,10 +25,7 @@ import (
 // It loops 500 times by default (issue [X]'s count), about 7 s in the
 // 6.1/amd64 VM; GOVERBS_CLOSERACE sets another count.
 func TestCloseCQWhileWaitWithEventQueued(t *testing.T) {
-	n := 500
-	if v, err := strconv.Atoi(os.Getenv("GOVERBS_CLOSERACE")); err == nil && v > 0 {
-		n = v
-	}
+	n := testutil.Rounds("GOVERBS_CLOSERACE", 500)
 	for i := 0; i < n; i++ {
 		if !closeRaceOnce(t, i) {
 			return
