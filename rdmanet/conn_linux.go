@@ -81,10 +81,14 @@ type Conn struct {
 	inflight, sqDepth    int  // messages posted and not completed, and the most there may be
 	finWanted, finSent   bool // CloseWrite or Close asked for a fin; it went
 	err                  error
-	closed               bool
-	wcs                  [16]cq.WC
-	swr                  [1]uverbs.SendWR
-	ssge                 [1]uverbs.SGE
+	// closing is set as Close begins: from then on every call, and every
+	// one waiting, ends with net.ErrClosed, though the fin and the
+	// messages in flight still go. closed is set once they have gone (or
+	// a second passed) and the connection is torn down.
+	closing, closed bool
+	wcs             [16]cq.WC
+	swr             [1]uverbs.SendWR
+	ssge            [1]uverbs.SGE
 
 	// readReady and writeReady wake the Read and Write waiting, if any:
 	// something changed. done is closed by Close.
@@ -447,7 +451,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	defer c.mu.Unlock()
 	for {
 		switch {
-		case c.closed:
+		case c.closing:
 			return 0, c.opErr("read", net.ErrClosed)
 		case expired(&c.rdl):
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
@@ -505,7 +509,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	n := 0
 	for {
 		switch {
-		case c.closed:
+		case c.closing:
 			return n, c.opErr("write", net.ErrClosed)
 		case expired(&c.wdl):
 			return n, c.opErr("write", os.ErrDeadlineExceeded)
@@ -553,7 +557,7 @@ func (c *Conn) waitLocked(ready chan struct{}, t *time.Timer, dl *atomic.Int64) 
 			c.mu.Unlock()
 			runtime.Gosched()
 			c.mu.Lock()
-			if c.progressLocked() || c.closed {
+			if c.progressLocked() || c.closing {
 				return nil
 			}
 		}
@@ -584,7 +588,7 @@ func (c *Conn) CloseWrite() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.closed:
+	case c.closing:
 		return c.opErr("close", net.ErrClosed)
 	case c.err != nil:
 		return c.opErr("close", c.err)
@@ -595,16 +599,20 @@ func (c *Conn) CloseWrite() error {
 }
 
 // Close sends a fin, waits up to a second for the messages in flight,
-// then disconnects and gives back the connection's memory. Reads and
-// Writes waiting end with net.ErrClosed. A second Close returns an error
-// wrapping net.ErrClosed.
+// then disconnects and gives back the connection's memory. From the
+// moment it begins, every call on the Conn (Read, Write, ReadAt,
+// WriteAt, Register, CloseWrite), waiting or new, ends with an error
+// wrapping net.ErrClosed; a one-sided operation already posted may still
+// complete. A second Close returns an error wrapping net.ErrClosed.
 func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
 		c.mu.Lock()
+		c.closing = true
 		c.finWanted = true
 		c.sendCtrlLocked()
+		c.wake() // the Read and Write waiting end now, with net.ErrClosed
 		end := time.Now().Add(closeWait)
 		for c.inflight > 0 && c.err == nil && time.Now().Before(end) {
 			c.mu.Unlock()

@@ -124,9 +124,9 @@ func (c *Conn) Register(b []byte) (*Region, error) {
 		return nil, c.opErr("register", fmt.Errorf("rdmanet: a region of no bytes: %w", unix.EINVAL))
 	}
 	c.mu.Lock()
-	closed := c.closed
+	closing := c.closing
 	c.mu.Unlock()
-	if closed {
+	if closing {
 		return nil, c.opErr("register", net.ErrClosed)
 	}
 	mr, err := c.rc.PD().RegMR(b, regionAccess)
@@ -274,7 +274,7 @@ func (c *Conn) oneSided(write bool, t Token, off int64, p []byte) (int, error) {
 // A broken connection takes none: its QP flushes them, or worse.
 func (c *Conn) opUsableLocked(dl *atomic.Int64) error {
 	switch {
-	case c.closed:
+	case c.closing:
 		return net.ErrClosed
 	case c.err != nil:
 		return c.err
