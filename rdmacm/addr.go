@@ -17,7 +17,7 @@ import (
 func resolveHost(ctx context.Context, address string, passive bool) (netip.AddrPort, error) {
 	host, ports, err := net.SplitHostPort(address)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%v: %w", err, errInvalid)
+		return netip.AddrPort{}, fmt.Errorf("%w: %w", err, errInvalid) // a *net.AddrError, as net.Dial's
 	}
 	port, err := strconv.ParseUint(ports, 10, 16)
 	if err != nil {

@@ -129,11 +129,12 @@ func (ch *EventChannel) unregister(id *ID) {
 
 // NewID creates an ID in port space ps (rdma_create_id). PortSpaceTCP is
 // the usual one (RC); PortSpaceUDP and PortSpaceIPoIB make UD IDs, whose
-// QP is UD and whose events carry Event.UD. Any other is ErrNotSupported.
+// QP is UD and whose events carry Event.UD. Any other is an error
+// wrapping EINVAL, as the kernel answers librdmacm.
 func (ch *EventChannel) NewID(ps PortSpace) (*ID, error) {
 	const op = "create id"
 	if ps != PortSpaceTCP && ps != PortSpaceIB && !ps.ud() {
-		return nil, &OpError{Op: op, Device: "rdma_cm", Err: fmt.Errorf("port space %v: %w", ps, ErrNotSupported)}
+		return nil, &OpError{Op: op, Device: "rdma_cm", Err: fmt.Errorf("port space %v: %w", ps, errInvalid)}
 	}
 	if ch.closed.Load() {
 		return nil, &OpError{Op: op, Device: "rdma_cm", Err: ErrClosed}
@@ -777,52 +778,104 @@ func (id *ID) kernParam(p *ConnParam) *ucma.ConnParam {
 }
 
 // Connect sends a connection request on an ID whose route is resolved
-// (rdma_connect). A nil p asks for no RDMA reads or atomics, and retry
-// counts of 7. Private data longer than the port space carries
+// (rdma_connect). A nil p offers what librdmacm's rdma_connect(id, NULL)
+// does: the device's most RDMA reads and atomics in flight, both ways,
+// and retry counts of 7; so does [MaxResources] in either depth of a
+// given p. Private data longer than the port space carries
 // (MaxConnectPrivateDataTCP) is an error wrapping EINVAL. The answer is
 // ESTABLISHED (with a QP attached) or CONNECT_RESPONSE (without),
 // REJECTED, UNREACHABLE or CONNECT_ERROR.
 func (id *ID) Connect(p *ConnParam) error {
 	const op = "connect"
 	if p == nil {
-		p = &ConnParam{RetryCount: defaultRetry, RNRRetryCount: defaultRetry}
+		p = &ConnParam{RetryCount: defaultRetry, RNRRetryCount: defaultRetry,
+			ResponderResources: MaxResources, InitiatorDepth: MaxResources}
 	}
 	if err := checkPrivateData(id.ps, "connect", p.PrivateData); err != nil {
 		return &OpError{Op: op, Device: id.where(), Err: err}
 	}
-	id.setConnectError(nil)
 	k := id.kernParam(p)
+	if !id.ps.ud() && (k.ResponderResources == MaxResources || k.InitiatorDepth == MaxResources) {
+		resp, init, err := id.deviceLimits()
+		if err != nil {
+			return rewrap(op, id.where(), err)
+		}
+		if k.ResponderResources == MaxResources {
+			k.ResponderResources = resp
+		}
+		if k.InitiatorDepth == MaxResources {
+			k.InitiatorDepth = init
+		}
+	}
+	id.setConnectError(nil)
 	return id.do(op, func(c *ucma.Conn, kid uint32) error { return c.Connect(kid, k, ucma.ECE{}) })
+}
+
+// deviceLimits returns the most RDMA reads and atomics a QP on the ID's
+// device takes as target and issues as initiator: the device's that
+// ID.PD opened, else that of the QP attached, else it opens the device
+// as ID.PD does.
+func (id *ID) deviceLimits() (resp, init uint8, err error) {
+	if d := id.device(); d != nil {
+		return d.maxResp, d.maxInit, nil
+	}
+	if qp := id.QP(); qp != nil {
+		attr, err := qp.PD().Context().QueryDevice()
+		if err != nil {
+			return 0, 0, err
+		}
+		return uint8(min(attr.MaxQPRdAtom, MaxResources)), uint8(min(attr.MaxQPInitRdAtom, MaxResources)), nil
+	}
+	if _, err := id.PD(); err != nil {
+		return 0, 0, err
+	}
+	d := id.device()
+	return d.maxResp, d.maxInit, nil
 }
 
 // Accept accepts the connection request that made the ID (rdma_accept).
 // With a QP attached it first takes the QP to RTR and RTS, its read and
-// atomic depths from p; a nil p takes the peer's offer (capped by the
-// device, if ID.PD opened it) and an RNR retry count of 7. Private data
-// longer than MaxAcceptPrivateData is an error wrapping EINVAL.
-// ESTABLISHED follows when the peer has answered. A failed Accept moves
-// the QP to the error state (and the kernel rejects the request).
+// atomic depths from p; a nil p (or MaxResources in either depth) takes
+// the peer's offer, capped by the device, and a nil p an RNR retry count
+// of 7. Private data longer than
+// MaxAcceptPrivateData is an error wrapping EINVAL. ESTABLISHED follows
+// when the peer has answered. A failed Accept, whatever failed, moves the
+// QP to the error state and rejects the request, as librdmacm's does: the
+// peer's connect ends with REJECTED (reason 28, consumer defined) on an
+// RC ID, UNREACHABLE on a UD one.
 func (id *ID) Accept(p *ConnParam) error {
 	const op = "accept"
 	if p == nil {
-		p = &ConnParam{RNRRetryCount: defaultRetry, ResponderResources: id.offerResp, InitiatorDepth: id.offerInit}
-		if d := id.device(); d != nil {
-			p.ResponderResources, p.InitiatorDepth = min(p.ResponderResources, d.maxResp), min(p.InitiatorDepth, d.maxInit)
+		p = &ConnParam{RNRRetryCount: defaultRetry, ResponderResources: MaxResources, InitiatorDepth: MaxResources}
+	}
+	if !id.ps.ud() && (p.ResponderResources == MaxResources || p.InitiatorDepth == MaxResources) {
+		q := *p
+		resp, init, err := id.deviceLimits()
+		if err != nil {
+			return id.refuse(rewrap(op, id.where(), err))
 		}
+		if q.ResponderResources == MaxResources {
+			q.ResponderResources = min(id.offerResp, resp)
+		}
+		if q.InitiatorDepth == MaxResources {
+			q.InitiatorDepth = min(id.offerInit, init)
+		}
+		p = &q
 	}
 	if err := checkPrivateData(id.ps, "accept", p.PrivateData); err != nil {
-		return &OpError{Op: op, Device: id.where(), Err: err}
+		return id.refuse(&OpError{Op: op, Device: id.where(), Err: err})
 	}
 	qp := id.QP()
 	if qp != nil && !id.ps.ud() { // a UD QP is in RTS since AttachQP
 		if err := id.readyQP(qp, p.ResponderResources, p.InitiatorDepth); err != nil {
-			id.qpToErr()
-			return err
+			return id.refuse(err)
 		}
 	}
 	k := id.kernParam(p)
 	err := id.do(op, func(c *ucma.Conn, kid uint32) error { return c.Accept(kid, id.uid, k, ucma.ECE{}) })
 	if err != nil {
+		// The kernel rejected the request itself (rdma_accept's failure
+		// path), unless the ID is closed.
 		id.qpToErr()
 		return err
 	}
@@ -836,6 +889,15 @@ func (id *ID) Accept(p *ConnParam) error {
 		parent.mu.Unlock()
 	}
 	return nil
+}
+
+// refuse ends a failed Accept before the kernel saw it: the QP to the
+// error state, and the request rejected as the kernel rejects one whose
+// acceptance fails. It returns err.
+func (id *ID) refuse(err error) error {
+	id.qpToErr()
+	_ = id.do("reject", func(c *ucma.Conn, kid uint32) error { return c.Reject(kid, 0, nil) })
+	return err
 }
 
 // Reject refuses the connection request that made the ID (rdma_reject),

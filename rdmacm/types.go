@@ -164,6 +164,11 @@ func checkPrivateData(ps PortSpace, msg string, b []byte) error {
 	return nil
 }
 
+// MaxResources, as ConnParam.ResponderResources or InitiatorDepth, asks
+// for the device's limit on RDMA reads and atomics in flight (librdmacm's
+// RDMA_MAX_RESP_RES and RDMA_MAX_INIT_DEPTH).
+const MaxResources = 255
+
 // ConnParam is what a connection request, its acceptance and the events
 // about them carry (struct rdma_conn_param).
 type ConnParam struct {
@@ -174,7 +179,9 @@ type ConnParam struct {
 	// ResponderResources is how many RDMA reads and atomics the local QP
 	// takes as target at once; InitiatorDepth how many it issues. In a
 	// CONNECT_REQUEST they are the peer's offer seen from this side (the
-	// kernel swaps them).
+	// kernel swaps them). 0 allows none: an RDMA READ or atomic on such a
+	// connection fails. MaxResources asks for the device's limit, and is
+	// what a nil ConnParam offers.
 	ResponderResources uint8
 	InitiatorDepth     uint8
 	FlowControl        uint8

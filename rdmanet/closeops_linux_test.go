@@ -23,7 +23,7 @@ const closeOpLimit = 5 * time.Second
 // (a Read with nothing to read, a Write the peer's flow control holds), in
 // the middle of its work, and starting while Close runs. Each kind runs
 // GOVERBS_CLOSEOPS tries (by default 200 for the Writes, where the fin
-// Close sends once showed as EPIPE, and 50 for the others); make test runs
+// Close sends once showed as EPIPE, and 25 for the others); make test runs
 // it under the race detector too.
 func TestCloseEndsEveryCall(t *testing.T) {
 	requireCM(t)
@@ -66,11 +66,11 @@ func TestCloseEndsEveryCall(t *testing.T) {
 		}
 	}
 	calls := []call{
-		{"Read/waiting", 50, nil, func(cli, _ *rdmanet.Conn) func() error {
+		{"Read/waiting", 25, nil, func(cli, _ *rdmanet.Conn) func() error {
 			b := make([]byte, 1)
 			return func() error { _, err := cli.Read(b); return err }
 		}},
-		{"Read/flowing", 50, flood, func(cli, _ *rdmanet.Conn) func() error {
+		{"Read/flowing", 25, flood, func(cli, _ *rdmanet.Conn) func() error {
 			b := make([]byte, 32<<10)
 			return func() error { _, err := cli.Read(b); return err }
 		}},
@@ -80,8 +80,8 @@ func TestCloseEndsEveryCall(t *testing.T) {
 		{"Write/flowing", 200, drain, func(cli, _ *rdmanet.Conn) func() error {
 			return func() error { _, err := cli.Write(chunk); return err }
 		}},
-		{"ReadAt", 50, nil, oneSided(false)},
-		{"WriteAt", 50, nil, oneSided(true)},
+		{"ReadAt", 25, nil, oneSided(false)},
+		{"WriteAt", 25, nil, oneSided(true)},
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {

@@ -234,6 +234,13 @@ func TestDialErrors(t *testing.T) {
 			t.Errorf("Dial(%q) to a port nobody listens on: %v, want ECONNREFUSED", nw, err)
 		}
 	}
+	// An address without a port reads as net.Dial's: a *net.AddrError in
+	// the *net.OpError, "dial" said once.
+	_, err := rdmanet.Dial("rdma", "192.0.2.1")
+	var ae *net.AddrError
+	if !errors.As(err, &ae) || err.Error() != "dial rdma: address 192.0.2.1: missing port in address" {
+		t.Errorf("Dial without a port: %v (%T), want net.Dial's message and a *net.AddrError", err, errors.Unwrap(err))
+	}
 }
 
 // Read and Write allocate nothing in steady state, waits included: a

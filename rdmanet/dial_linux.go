@@ -114,10 +114,20 @@ func (d *Dialer) DialContext(ctx context.Context, nw, address string) (net.Conn,
 	return c, nil
 }
 
+// dialErr is err as net.Dial reports it: a *net.OpError for the dial,
+// holding rdmacm's error without its own "dial address" (which would say
+// both twice), and a bad address as the *net.AddrError under it.
 func dialErr(address string, err error) error {
 	var addr net.Addr
 	if ap, perr := netip.ParseAddrPort(address); perr == nil {
 		addr = Addr{ap}
+	}
+	var ae *net.AddrError
+	if oe, ok := err.(*rdmacm.OpError); ok && oe.Op == "dial" {
+		err = oe.Err
+	}
+	if errors.As(err, &ae) {
+		err = ae
 	}
 	return &net.OpError{Op: "dial", Net: network, Addr: addr, Err: err}
 }
