@@ -322,7 +322,8 @@ func partialBench() bool {
 
 // fullCount reports whether a -qemuicount bench run counted every Go
 // benchmark (no -run, -benchmicro at least 1), so that its counts may
-// replace docs/performance-counts.md; the tool pairs are not part of them.
+// replace docs/performance-counts.md, with the tool pairs it ran
+// (make bench's: CountPairs, the pairs that block).
 func fullCount() bool {
 	return *flagQemuIcount >= 0 && *flagRun == "" && *flagBenchMicro > 0
 }
@@ -666,6 +667,12 @@ func writeCounts(root string, results []*benchResult) error {
 		"figure is its least run. How to read them: [PERFORMANCE.md](PERFORMANCE.md).\n", time.Now().UTC().Format("2006-01-02"))
 	for _, r := range results {
 		fmt.Fprintf(&b, "\n### %s\n\n%s", r.Kernel, r.countTable())
+		if *flagBenchTools {
+			fmt.Fprintf(&b, "\nThe tool pairs that block (each side's median of its runs). The guest's clock counts instructions, so a "+
+				"time is a count (1 µs: 1,000 instructions, of both processes and the kernel) and a rate is per instruction; "+
+				"the spinning pairs are left out, since on one vCPU two spinning processes take turns at the scheduler's tick:\n\n%s",
+				r.toolTable())
+		}
 	}
 	return writeGenerated(filepath.Join(root, countsFile), "Instruction counts, goverbs against rdma-core", b.String())
 }

@@ -318,3 +318,31 @@ func TestBenchPairsFlag(t *testing.T) {
 		t.Error("fullCount true without -qemuicount")
 	}
 }
+
+// TestWriteCountsTools: a counting run with tool pairs writes their table
+// below the Go benchmarks' counts, saying that its times are counts; one
+// without writes none.
+func TestWriteCountsTools(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := parseBench(benchConsole)
+	r.Kernel = "Linux 6.1.0-56-amd64 (amd64)"
+	defer func(v bool) { *flagBenchTools = v }(*flagBenchTools)
+	for _, tools := range []bool{true, false} {
+		*flagBenchTools = tools
+		if err := writeCounts(root, []*benchResult{r}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(root, countsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		has := strings.Contains(text, "1 µs: 1,000 instructions") && strings.Contains(text, r.toolTable())
+		if has != tools || !strings.Contains(text, r.countTable()) {
+			t.Errorf("with tools %v: tool table written %v, want %v; the counts' table there: %v\n%s", tools, has, tools, strings.Contains(text, r.countTable()), text)
+		}
+	}
+}
