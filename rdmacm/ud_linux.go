@@ -174,40 +174,9 @@ func (u *UDConn) PrivateData() []byte { return u.c.private }
 // sender's QP number (wc.SrcQP), this QP's Q_Key (the rdma_cm gives both
 // sides the same), and a new AH to it, the caller's to close.
 func (u *UDConn) ReplyTo(wc cq.WC, buf []byte) (UDPeer, error) {
-	const op = "create ah"
-	if wc.Status != cq.Success || wc.Opcode&cq.OpRecv == 0 {
-		return UDPeer{}, &OpError{Op: op, Device: u.c.name, Err: fmt.Errorf("completion %v of opcode %v is no received datagram: %w", wc.Status, wc.Opcode, errInvalid)}
-	}
-	g, err := uverbs.ParseGRH(buf)
+	ah, err := u.c.pd.NewAHFromWC(wc, buf, u.port)
 	if err != nil {
-		return UDPeer{}, &OpError{Op: op, Device: u.c.name, Err: err}
-	}
-	ctx := u.c.pd.Context()
-	gids, err := ctx.GIDTable(int(u.port))
-	if err != nil {
-		return UDPeer{}, &OpError{Op: op, Device: u.c.name, Err: err}
-	}
-	// The local GID the datagram came to; over IPv4 it came as RoCE v2,
-	// so take that type's entry (as ibv_init_ah_from_wc does).
-	idx := -1
-	for _, e := range gids {
-		if e.GID == g.DGID && (idx < 0 || g.IPVersion == 4 && e.Type == uverbs.GIDTypeRoCEv2) {
-			idx = e.Index
-		}
-	}
-	if idx < 0 {
-		return UDPeer{}, &OpError{Op: op, Device: u.c.name, Err: fmt.Errorf("the datagram's destination GID %v is not in port %d's table: %w", g.DGID, u.port, errInvalid)}
-	}
-	attr := uverbs.AHAttr{
-		IsGlobal: true,
-		GRH:      uverbs.GlobalRoute{DGID: g.SGID, SGIDIndex: uint8(idx), HopLimit: 0xff, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel},
-		DLID:     wc.SLID,
-		SL:       wc.SL,
-		Port:     u.port,
-	}
-	ah, err := u.c.pd.NewAH(attr)
-	if err != nil {
-		return UDPeer{}, &OpError{Op: op, Device: u.c.name, Err: err}
+		return UDPeer{}, rewrap("create ah", u.c.name, err)
 	}
 	return UDPeer{QPN: wc.SrcQP, QKey: u.qkey, AH: ah}, nil
 }

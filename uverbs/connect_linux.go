@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
 )
 
 // FindGID returns the first entry of port's GID table of type typ whose
@@ -247,6 +249,50 @@ func (p *PD) NewAHTo(local, remote Endpoint, opts *ConnectOptions) (*AH, error) 
 		return nil, err
 	}
 	return p.NewAH(av)
+}
+
+// NewAHFromWC creates the address handle that answers the sender of the
+// datagram wc completed on port (ibv_create_ah_from_wc): grh is the
+// receive buffer's start, where a UD QP puts the GRH (GRHSize bytes;
+// over RoCE v2 on IPv4, an IPv4 header in its last 20). The AH sends to
+// the datagram's source GID from the local GID it came to (over IPv4,
+// that GID's RoCE v2 entry), with the GRH's traffic class and flow label
+// and a hop limit of 255; without a GRH (wc.Flags lacks cq.WithGRH: an
+// InfiniBand datagram from the same subnet) to the source LID. Reply
+// with SendWR{AH: ah, RemoteQPN: wc.SrcQP, RemoteQKey: the Q_Key}. A
+// completion that is no successful receive is an error wrapping EINVAL.
+func (p *PD) NewAHFromWC(wc cq.WC, grh []byte, port uint8) (*AH, error) {
+	const op = "create ah from wc"
+	if wc.Status != cq.Success || wc.Opcode&cq.RecvBit == 0 {
+		return nil, p.ctx.opErr(op, fmt.Errorf("completion %v of opcode %v is no received datagram: %w", wc.Status, wc.Opcode, unix.EINVAL))
+	}
+	attr := AHAttr{DLID: wc.SLID, SL: wc.SL, SrcPathBits: wc.DLIDPathBits, Port: port}
+	if wc.Flags&cq.WithGRH != 0 {
+		g, err := ParseGRH(grh)
+		if err != nil {
+			return nil, p.ctx.opErr(op, err)
+		}
+		gids, err := p.ctx.GIDTable(int(port))
+		if err != nil {
+			return nil, err
+		}
+		idx := -1
+		for _, e := range gids {
+			if e.GID == g.DGID && (idx < 0 || g.IPVersion == 4 && e.Type == GIDTypeRoCEv2) {
+				idx = e.Index
+			}
+		}
+		if idx < 0 {
+			return nil, p.ctx.opErr(op, fmt.Errorf("the datagram's destination GID %v is not in port %d's table: %w", g.DGID, port, unix.EINVAL))
+		}
+		attr.IsGlobal = true
+		attr.GRH = GlobalRoute{DGID: g.SGID, SGIDIndex: uint8(idx), HopLimit: 0xff, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel}
+	}
+	ah, err := p.NewAH(attr)
+	if err != nil {
+		return nil, p.ctx.opErr(op, errors.Unwrap(err))
+	}
+	return ah, nil
 }
 
 // PostSendInline posts one send work request whose payload is data,

@@ -269,6 +269,50 @@ func TestUDInlineGRH(t *testing.T) {
 			if grh.IPVersion != c.version || grh.SGID != c.gid || grh.DGID != c.gid || grh.Src() != c.gid.Addr().Unmap() {
 				t.Errorf("GRH %+v, want IPv%d from and to %v", grh, c.version, c.gid)
 			}
+
+			// The answer goes back through an AH made from the
+			// completion and the GRH (ibv_create_ah_from_wc).
+			reply, err := e.pd.NewAHFromWC(recv, mem, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reply.Close()
+			if _, err := a.PostRecv([]uverbs.RecvWR{{WRID: 10, SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 2048, uverbs.UDRecvSize(64))}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.PostSendInline(uverbs.SendWR{WRID: 4, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+				AH: reply, RemoteQPN: recv.SrcQP, RemoteQKey: uverbs.DefaultQKey}, []byte("reply")); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range rdmatest.PollN(t, e.cq, 2) {
+				if w.Status != cq.Success || w.WRID == 10 && w.SrcQP != b.QPN() {
+					t.Fatalf("reply's completion %+v", w)
+				}
+			}
+			if got := mem[2048+uverbs.GRHSize : 2048+uverbs.GRHSize+5]; string(got) != "reply" {
+				t.Errorf("reply's payload %q", got)
+			}
+
+			// Misuse: no receive, a failed one, no room for a GRH, a GRH
+			// to a GID the port does not have.
+			bad := []struct {
+				name string
+				wc   cq.WC
+				grh  []byte
+			}{
+				{"send completion", cq.WC{Status: cq.Success, Opcode: cq.OpSend, Flags: cq.WithGRH}, mem},
+				{"flushed receive", cq.WC{Status: cq.WRFlushErr, Opcode: cq.OpRecv, Flags: cq.WithGRH}, mem},
+				{"short GRH", recv, mem[:uverbs.GRHSize-1]},
+				{"unknown GID", recv, append([]byte{0x60}, make([]byte, uverbs.GRHSize-1)...)}, // a GRH from and to ::
+			}
+			for _, m := range bad {
+				if ah, err := e.pd.NewAHFromWC(m.wc, m.grh, 1); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "create ah from wc") {
+					if ah != nil {
+						ah.Close()
+					}
+					t.Errorf("NewAHFromWC with %s: %v, want EINVAL naming the verb", m.name, err)
+				}
+			}
 		})
 	}
 }

@@ -2,7 +2,11 @@
 
 package uverbs
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/goverbs/goverbs/cq"
+)
 
 // FindGID returns an error wrapping ErrNotSupported.
 func (c *Context) FindGID(port int, typ GIDType, addr netip.Addr) (GIDEntry, error) {
@@ -22,6 +26,11 @@ func (q *QP) ConnectUD(local Endpoint, opts *ConnectOptions) error {
 // NewAHTo returns an error wrapping ErrNotSupported.
 func (p *PD) NewAHTo(local, remote Endpoint, opts *ConnectOptions) (*AH, error) {
 	return nil, unsupported("create ah", "")
+}
+
+// NewAHFromWC returns an error wrapping ErrNotSupported.
+func (p *PD) NewAHFromWC(wc cq.WC, grh []byte, port uint8) (*AH, error) {
+	return nil, unsupported("create ah from wc", "")
 }
 
 // PostSendInline returns an error wrapping ErrNotSupported.
