@@ -240,13 +240,13 @@ vmtest: tools
 # Writes docs/performance-results.md and docs/performance.svg (not with RUN).
 # Then it counts the Go benchmarks and their C twins in instructions, in one
 # more 6.1 VM under QEMU's -icount (a measure that repeats, where TCG's
-# timings do not), with the tool pairs that block (COUNTPAIRS: cmtime and
-# the rstream pairs, not the spinning ones), and writes
+# timings do not), with the tool pairs that block (COUNTPAIRS: the cmtime
+# pairs and the rstream pairs, not the spinning ones), and writes
 # docs/performance-counts.md (not with RUN; COUNT=0 leaves that run out).
 # docs/PERFORMANCE.md says how to read them.
 # VMFLAGS=-benchprofile=DIR copies CPU profiles out of the guest.
 COUNT ?= 1
-COUNTPAIRS ?= ^(cmtime|stream_lat|stream_bw|stream_lat_tcp|stream_bw_tcp)$$
+COUNTPAIRS ?= ^(cmtime|cmtime_steps|stream_lat|stream_bw|stream_lat_tcp|stream_bw_tcp)$$
 bench: tools
 	$(GO) run ./test/vm -vms 6.1/amd64,6.12/amd64 $(if $(RUN),-run '$(RUN)') $(VMFLAGS) bench
 ifneq ($(COUNT),0)

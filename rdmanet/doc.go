@@ -50,8 +50,9 @@
 //
 // CloseWrite sends a fin: the peer's Reads return io.EOF after the bytes
 // before it. Close sends one too, waits up to a second for the messages
-// in flight, disconnects and gives the memory back; Reads and Writes
-// waiting end with net.ErrClosed. When the peer disconnects or dies, the
+// in flight, disconnects and gives the memory back; from the moment it
+// begins, every call, waiting or new, ends with net.ErrClosed. When the
+// peer disconnects or dies, the
 // QP's work flushes and the next Read (after any fin and the bytes
 // before it) or Write returns an error wrapping syscall.ECONNRESET.
 //

@@ -24,6 +24,10 @@ type cmtimeConfig struct {
 	conns  int
 	port   int
 	prof   string // -cpuprofile: a pprof CPU profile of the run
+	// steps: the client drives rdmacm's low level (one EventChannel, an
+	// ID each) and times each librdmacm step as cmtime does, not Dial
+	// and Close.
+	steps bool
 }
 
 // cmtimeFlags parses cmtime's command line: -s server or -b bind, -c
@@ -37,6 +41,7 @@ func cmtimeFlags(stderr io.Writer, args []string) (*cmtimeConfig, bool) {
 	fs.IntVar(&c.conns, "c", cmtimeConns, "`connections` to make, all at once (the client side)")
 	fs.IntVar(&c.port, "p", cmtimePort, "the server's `port`")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
+	fs.BoolVar(&c.steps, "steps", false, "the client side (a server ignores it): make the connections on rdmacm's low level, one step at a time for all of them, and times each step as cmtime does (create id, resolve addr, resolve route, create qp, connect, disconnect, destroy qp, destroy)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs cmtime [-b addr] [-p port]                 (server: accept until interrupted)")
 		fmt.Fprintln(fs.Output(), "       goverbs cmtime -s addr [-c connections] [-p port]  (client: connect them all, then close them all)")

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -41,9 +44,12 @@ func cmtimeTo(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		defer pprof.StopCPUProfile()
 	}
 	var err error
-	if c.server != "" {
+	switch {
+	case c.steps:
+		err = cmtimeStepsClient(ctx, stdout, c)
+	case c.server != "":
 		err = cmtimeClient(ctx, stdout, c)
-	} else {
+	default:
 		err = cmtimeServer(ctx, stdout, stderr, c)
 	}
 	if err != nil {
@@ -166,4 +172,160 @@ func cmtimeServer(ctx context.Context, out, errOut io.Writer, c *cmtimeConfig) e
 			conn.Close()
 		}()
 	}
+}
+
+// cmtimeStepsClient is cmtime's client on rdmacm's low level: every ID on
+// one EventChannel, each step issued for every connection and then its
+// events awaited, as cmtime's event thread does. Where cmtime leaves the
+// QPs and CQs to its exit, "destroy qp" times their destruction, so that
+// "destroy" is the IDs' alone, as cmtime's row.
+func cmtimeStepsClient(ctx context.Context, out io.Writer, c *cmtimeConfig) error {
+	ip, err := netip.ParseAddr(c.server)
+	if err != nil {
+		return fmt.Errorf("-steps takes an IP address: %w", err)
+	}
+	dst := netip.AddrPortFrom(ip, uint16(c.port))
+	ch, err := rdmacm.NewEventChannel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	n := c.conns
+	ids := make([]*rdmacm.ID, n)
+	qps := make([]*uverbs.QP, n)
+	cqs := make([]*cq.CQ, n)
+	ccs := make([]*cq.Channel, n)
+	index := make(map[*rdmacm.ID]int, n)
+	start := make([]time.Time, n)
+	steps := []cmtimeStep{{name: "create id"}, {name: "resolve addr"}, {name: "resolve route"}, {name: "create qp"},
+		{name: "connect"}, {name: "disconnect"}, {name: "destroy qp"}, {name: "destroy"}}
+	// serial times f for each connection in turn.
+	serial := func(s *cmtimeStep, f func(i int) error) error {
+		t0 := time.Now()
+		for i := range n {
+			t := time.Now()
+			if err := f(i); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			s.add(time.Since(t))
+		}
+		s.total = time.Since(t0)
+		return nil
+	}
+	// async issues f for each connection, then reads the channel until
+	// each has had the event want; a connection's time runs from its
+	// call to its event.
+	async := func(s *cmtimeStep, want rdmacm.EventType, f func(i int) error) error {
+		t0 := time.Now()
+		for i := range n {
+			start[i] = time.Now()
+			if err := f(i); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+		for left := n; left > 0; {
+			ev, err := ch.Wait(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			i, ok := index[ev.ID]
+			typ, evErr := ev.Type, ev.Err()
+			ev.Ack()
+			switch {
+			case !ok:
+				continue
+			case typ != want:
+				return fmt.Errorf("%s: connection %d: event %v (%v), want %v", s.name, i, typ, evErr, want)
+			}
+			s.add(time.Since(start[i]))
+			left--
+		}
+		s.total = time.Since(t0)
+		return nil
+	}
+	defer func() { // what a failed step left
+		for i := range n {
+			if qps[i] != nil {
+				qps[i].Close()
+				cqs[i].Close()
+				ccs[i].Close()
+			}
+			if ids[i] != nil {
+				ids[i].Close()
+			}
+		}
+	}()
+	timeout := 2 * time.Second
+	cfg := cmtimeConn()
+	run := []func() error{
+		func() error {
+			return serial(&steps[0], func(i int) (err error) {
+				ids[i], err = ch.NewID(rdmacm.PortSpaceTCP)
+				index[ids[i]] = i
+				return err
+			})
+		},
+		func() error {
+			return async(&steps[1], rdmacm.EventAddrResolved, func(i int) error {
+				return ids[i].ResolveAddr(netip.AddrPort{}, dst, timeout)
+			})
+		},
+		func() error {
+			return async(&steps[2], rdmacm.EventRouteResolved, func(i int) error { return ids[i].ResolveRoute(timeout) })
+		},
+		func() error {
+			return serial(&steps[3], func(i int) error {
+				pd, err := ids[i].PD()
+				if err != nil {
+					return err
+				}
+				vctx := pd.Context()
+				if ccs[i], err = vctx.NewCompChannel(); err != nil {
+					return err
+				}
+				if cqs[i], err = vctx.NewCQ(cq.Config{Size: 2, Channel: ccs[i]}); err != nil {
+					ccs[i].Close()
+					return err
+				}
+				qp, err := pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: cqs[i], RecvCQ: cqs[i], Cap: cfg.Cap})
+				if err != nil {
+					cqs[i].Close()
+					ccs[i].Close()
+					return err
+				}
+				qps[i] = qp
+				return ids[i].AttachQP(qp)
+			})
+		},
+		func() error {
+			return async(&steps[4], rdmacm.EventEstablished, func(i int) error {
+				return ids[i].Connect(&rdmacm.ConnParam{ResponderResources: cfg.ResponderResources, InitiatorDepth: cfg.InitiatorDepth,
+					RetryCount: 7, RNRRetryCount: 7})
+			})
+		},
+		func() error {
+			return async(&steps[5], rdmacm.EventDisconnected, func(i int) error { return ids[i].Disconnect() })
+		},
+		func() error {
+			return serial(&steps[6], func(i int) error {
+				err := errors.Join(qps[i].Close(), cqs[i].Close(), ccs[i].Close())
+				qps[i] = nil
+				return err
+			})
+		},
+		func() error {
+			return serial(&steps[7], func(i int) error {
+				err := ids[i].Close()
+				ids[i] = nil
+				return err
+			})
+		},
+	}
+	for _, f := range run {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	cmtimeReport(out, steps, n)
+	return nil
 }

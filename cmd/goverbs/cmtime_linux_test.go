@@ -15,7 +15,8 @@ import (
 
 // TestCLICmtime runs goverbs cmtime against itself over rxe0's
 // 192.0.2.1: 20 connections made at once and closed at once, the report
-// read back, the server stopped by its context; no fd outlives them.
+// read back, then 20 more with -steps on the low level; the server
+// stopped by its context; no fd outlives them.
 func TestCLICmtime(t *testing.T) {
 	testutil.RequireDevice(t, testutil.DevicePath)
 	testutil.RequireDevice(t, "/dev/infiniband/rdma_cm")
@@ -42,6 +43,9 @@ func TestCLICmtime(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	st := cmtimeTo(ctx, &out, &errOut, []string{"-s", "192.0.2.1", "-p", "7190", "-c", "20"})
+	// Then the same on the low level, a step at a time.
+	var stepsOut, stepsErr bytes.Buffer
+	stepsSt := cmtimeTo(ctx, &stepsOut, &stepsErr, []string{"-steps", "-s", "192.0.2.1", "-p", "7190", "-c", "20"})
 	stop()
 	if srvSt := <-srvDone; srvSt != 0 || srvErr.Len() != 0 {
 		t.Errorf("server: status %d\n%s%s", srvSt, srvOut.String(), srvErr.String())
@@ -55,7 +59,18 @@ func TestCLICmtime(t *testing.T) {
 		`20 connections: \d+\.\d\d us per connection, setup and teardown\n$`).MatchString(out.String()) {
 		t.Errorf("client's report:\n%s", out.String())
 	}
-	if got, want := srvOut.String(), "21 connections served\n"; got != want { // the first, then 20
+	t.Logf("client -steps:\n%s", stepsOut.String())
+	if stepsSt != 0 || stepsErr.Len() != 0 {
+		t.Fatalf("client -steps: status %d\n%s%s", stepsSt, stepsOut.String(), stepsErr.String())
+	}
+	steps := `^step +total ms +max ms +min us +us / conn\n`
+	for _, s := range []string{"create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy qp", "destroy"} {
+		steps += s + ` *:` + row
+	}
+	if !regexp.MustCompile(steps + `20 connections: \d+\.\d\d us per connection, setup and teardown\n$`).MatchString(stepsOut.String()) {
+		t.Errorf("client -steps' report:\n%s", stepsOut.String())
+	}
+	if got, want := srvOut.String(), "41 connections served\n"; got != want { // the first, then 20 and 20
 		t.Errorf("server printed %q, want %q", got, want)
 	}
 }

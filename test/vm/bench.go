@@ -263,6 +263,11 @@ func toolSteps(libPath string, prof func(string) string) []plan.Step {
 	// server with -s.
 	pair("cmtime", []string{"/usr/bin/cmtime"}, []string{"/bin/goverbs", "cmtime"},
 		[]string{"-b", "192.0.2.1"}, []string{"-s", "192.0.2.1", "-c", fmt.Sprint(cmtimeConns)}, true)
+	// The same on rdmacm's low level, step by step as cmtime (one event
+	// channel, each step for every connection), against goverbs' server:
+	// its rows beside cmtime's say where the connection's cost goes.
+	pair("cmtime_steps", []string{"/usr/bin/cmtime"}, []string{"/bin/goverbs", "cmtime", "-steps"},
+		[]string{"-b", "192.0.2.1"}, []string{"-s", "192.0.2.1", "-c", fmt.Sprint(cmtimeConns)}, true)
 	// rstream's server serves one client's run, then exits.
 	for _, sp := range streamPairs {
 		c, g := []string{"/usr/bin/rstream", "-T", "b"}, []string{"/bin/goverbs", "stream"}
@@ -413,7 +418,7 @@ var (
 	pingpongRow = regexp.MustCompile(`bench pingpong (c|go) #\d+ client\|\s*\d+ (?:iters|bytes) in [\d.]+ seconds = ([\d.]+) (usec/iter|Mbit/sec)$`)
 	// A step of cmtime's report, and of goverbs cmtime's: its name, total
 	// ms, max ms, min µs and µs per connection.
-	cmtimeRow = regexp.MustCompile(`bench cmtime (c|go) #(\d+) client\|([a-z ]+?) *: +[\d.]+ +[\d.]+ +[\d.]+ +([\d.]+)$`)
+	cmtimeRow = regexp.MustCompile(`bench (cmtime\w*) (c|go) #(\d+) client\|([a-z ]+?) *: +[\d.]+ +[\d.]+ +[\d.]+ +([\d.]+)$`)
 	// rstream's and goverbs stream's custom row: "custom 64 1 2k 250k 1.23s 0.00 300.00".
 	streamRow = regexp.MustCompile(`bench (stream_\w+) (c|go) #\d+ client\| *custom +\S+ +\S+ +\S+ +\S+ +([\d.]+)s +([\d.]+) +([\d.]+)$`)
 	// "BenchmarkPollDrain/batch=1-2   662   178241 ns/op   661.4 ns/CQE   0 B/op   0 allocs/op".
@@ -438,17 +443,17 @@ func parseBench(console []string) *benchResult {
 	for _, l := range console {
 		l = strings.TrimRight(l, " \t\r")
 		if m := cmtimeRow.FindStringSubmatch(l); m != nil {
-			v, err := strconv.ParseFloat(m[4], 64)
+			v, err := strconv.ParseFloat(m[5], 64)
 			if err != nil {
 				continue
 			}
-			run := m[1] + " " + m[2]
+			run := m[1] + " " + m[2] + " " + m[3]
 			if cmRuns[run] == nil {
 				cmRuns[run] = &[3]float64{}
 				cmOrder = append(cmOrder, run)
 			}
 			part := 0
-			if step := strings.TrimSpace(m[3]); step == "disconnect" || step == "destroy" {
+			if step := strings.TrimSpace(m[4]); step == "disconnect" || step == "destroy qp" || step == "destroy" {
 				part = 1
 			}
 			cmRuns[run][part] += v
@@ -525,10 +530,10 @@ func parseBench(console []string) *benchResult {
 		}
 	}
 	for _, run := range cmOrder {
-		side, _, _ := strings.Cut(run, " ")
-		for _, f := range benchFigures["cm"] {
-			k := "cmtime/" + f.name
-			tool(side)[k] = append(tool(side)[k], cmRuns[run][f.col])
+		f := strings.Fields(run) // test, side, run number
+		for _, fig := range benchFigures["cm"] {
+			k := f[0] + "/" + fig.name
+			tool(f[1])[k] = append(tool(f[1])[k], cmRuns[run][fig.col])
 		}
 	}
 	return r
@@ -538,7 +543,7 @@ func toolKind(test string) string {
 	switch {
 	case test == "pingpong":
 		return "pingpong"
-	case test == "cmtime":
+	case strings.HasPrefix(test, "cmtime"):
 		return "cm"
 	case strings.HasPrefix(test, "stream_"):
 		kind := "slat"
@@ -734,6 +739,7 @@ func (r *benchResult) toolRows() []toolRow {
 	}
 	add("pingpong", "rc_pingpong 4096B")
 	add("cmtime", fmt.Sprintf("cmtime %d connections", cmtimeConns))
+	add("cmtime_steps", fmt.Sprintf("cmtime / goverbs cmtime -steps (rdmacm's low level), %d connections", cmtimeConns))
 	add("stream_lat", "rstream -T b / goverbs stream, 64B ping-pong")
 	add("stream_bw", "rstream -T b / goverbs stream, 64KiB bursts")
 	add("stream_lat_spin", "rstream / goverbs stream -busypoll 1ms (both spin): 64B ping-pong")

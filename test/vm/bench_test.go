@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -237,8 +238,8 @@ func TestBenchPairsFlag(t *testing.T) {
 		t.Error("partialBench with make bench's flags")
 	}
 	all := tests()
-	if len(all) != 12 {
-		t.Errorf("tool pairs with no -benchpairs: %v, want twelve tests", all)
+	if len(all) != 13 {
+		t.Errorf("tool pairs with no -benchpairs: %v, want thirteen tests", all)
 	}
 	*flagBenchPairs = "^pingpong$"
 	got := tests()
@@ -258,13 +259,16 @@ func TestBenchPairsFlag(t *testing.T) {
 		test := strings.Fields(s.Name)[1]
 		flag, want := "-n", strconv.Itoa(bwIters)
 		switch {
-		case test == "cmtime" && s.Background: // the server: until stopped
+		case strings.HasPrefix(test, "cmtime") && s.Background: // the server: until stopped
 			flag, want = "-b", "192.0.2.1"
 			if !s.StopAfterNext {
 				t.Errorf("%s: not stopped after its client", s.Name)
 			}
-		case test == "cmtime":
+		case strings.HasPrefix(test, "cmtime"):
 			flag, want = "-c", strconv.Itoa(cmtimeConns)
+			if steps := slices.Contains(s.Argv, "-steps"); steps != (test == "cmtime_steps" && s.Argv[0] == "/bin/goverbs") {
+				t.Errorf("%s: %v: -steps where it should not be, or not where it should", s.Name, s.Argv)
+			}
 		case strings.HasPrefix(test, "stream_lat"):
 			flag, want = "-I", strconv.Itoa(streamLatIters)
 		case strings.HasPrefix(test, "stream_bw"):
@@ -344,5 +348,33 @@ func TestWriteCountsTools(t *testing.T) {
 		if has != tools || !strings.Contains(text, r.countTable()) {
 			t.Errorf("with tools %v: tool table written %v, want %v; the counts' table there: %v\n%s", tools, has, tools, strings.Contains(text, r.countTable()), text)
 		}
+	}
+}
+
+// TestParseCmtimeSteps: goverbs cmtime -steps' rows sum as cmtime's, its
+// "destroy qp" on the teardown side, under the pair's own key.
+func TestParseCmtimeSteps(t *testing.T) {
+	row := func(side, n, step string, v float64) string {
+		return fmt.Sprintf("[6.1/amd64]   bench cmtime_steps %s #%s client| %-13s:       1.00       1.00       1.00 %10.2f", side, n, step, v)
+	}
+	r := parseBench([]string{
+		row("go", "1", "create id", 10), row("go", "1", "connect", 300), row("go", "1", "disconnect", 200),
+		row("go", "1", "destroy qp", 50), row("go", "1", "destroy", 5),
+		row("c", "0", "create id", 8), row("c", "0", "connect", 380), row("c", "0", "disconnect", 210), row("c", "0", "destroy", 6),
+	})
+	for _, c := range []struct {
+		side map[string][]float64
+		fig  string
+		want float64
+	}{
+		{r.ToolGo, "setup [µs/conn]", 310}, {r.ToolGo, "teardown [µs/conn]", 255}, {r.ToolGo, "total [µs/conn]", 565},
+		{r.ToolC, "setup [µs/conn]", 388}, {r.ToolC, "teardown [µs/conn]", 216},
+	} {
+		if got := c.side["cmtime_steps/"+c.fig]; len(got) != 1 || got[0] != c.want {
+			t.Errorf("cmtime_steps/%s: %v, want [%v]", c.fig, got, c.want)
+		}
+	}
+	if len(r.ToolGo["cmtime/total [µs/conn]"]) != 0 {
+		t.Error("cmtime_steps rows counted as cmtime's")
 	}
 }
