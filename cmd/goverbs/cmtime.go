@@ -41,7 +41,7 @@ func cmtimeFlags(stderr io.Writer, args []string) (*cmtimeConfig, bool) {
 	fs.IntVar(&c.conns, "c", cmtimeConns, "`connections` to make, all at once (the client side)")
 	fs.IntVar(&c.port, "p", cmtimePort, "the server's `port`")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile (pprof) of the run to `file`")
-	fs.BoolVar(&c.steps, "steps", false, "the client side (a server ignores it): make the connections on rdmacm's low level, one step at a time for all of them, and times each step as cmtime does (create id, resolve addr, resolve route, create qp, connect, disconnect, destroy qp, destroy)")
+	fs.BoolVar(&c.steps, "steps", false, "the client side (a server ignores it): make the connections on rdmacm's low level, one step at a time for all of them, and time each step as cmtime does (create id, resolve addr, resolve route, create qp, connect, disconnect, destroy qp, destroy)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goverbs cmtime [-b addr] [-p port]                 (server: accept until interrupted)")
 		fmt.Fprintln(fs.Output(), "       goverbs cmtime -s addr [-c connections] [-p port]  (client: connect them all, then close them all)")

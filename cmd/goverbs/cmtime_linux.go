@@ -45,7 +45,7 @@ func cmtimeTo(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 	}
 	var err error
 	switch {
-	case c.steps:
+	case c.steps && c.server != "":
 		err = cmtimeStepsClient(ctx, stdout, c)
 	case c.server != "":
 		err = cmtimeClient(ctx, stdout, c)

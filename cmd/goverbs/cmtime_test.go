@@ -17,6 +17,8 @@ func TestCmtimeFlags(t *testing.T) {
 		{"server by default", nil, &cmtimeConfig{conns: 100, port: 7471}},
 		{"server on an address", []string{"-b", "192.0.2.1", "-p", "7000"}, &cmtimeConfig{bind: "192.0.2.1", conns: 100, port: 7000}},
 		{"client", []string{"-s", "192.0.2.1", "-c", "20"}, &cmtimeConfig{server: "192.0.2.1", conns: 20, port: 7471}},
+		{"client on the low level", []string{"-steps", "-s", "192.0.2.1"}, &cmtimeConfig{server: "192.0.2.1", conns: 100, port: 7471, steps: true}},
+		{"server given -steps", []string{"-steps", "-b", "192.0.2.1"}, &cmtimeConfig{bind: "192.0.2.1", conns: 100, port: 7471, steps: true}},
 		{"both sides", []string{"-s", "192.0.2.1", "-b", "192.0.2.1"}, nil},
 		{"no connections", []string{"-s", "192.0.2.1", "-c", "0"}, nil},
 		{"a port too large", []string{"-p", "65536"}, nil},
