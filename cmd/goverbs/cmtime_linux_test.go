@@ -67,7 +67,8 @@ func TestCLICmtime(t *testing.T) {
 	for _, s := range []string{"create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy qp", "destroy"} {
 		steps += s + ` *:` + row
 	}
-	if !regexp.MustCompile(steps + `20 connections: \d+\.\d\d us per connection, setup and teardown\n$`).MatchString(stepsOut.String()) {
+	if !regexp.MustCompile(steps + `20 connections: \d+\.\d\d us per connection, setup and teardown\n` +
+		`create qp in parts, us per connection: pd \d+\.\d\d, comp channel \d+\.\d\d, cq \d+\.\d\d, qp \d+\.\d\d, attach \(init\) \d+\.\d\d\n$`).MatchString(stepsOut.String()) {
 		t.Errorf("client -steps' report:\n%s", stepsOut.String())
 	}
 	if got, want := srvOut.String(), "41 connections served\n"; got != want { // the first, then 20 and 20
