@@ -155,35 +155,9 @@ func TestWaitEnds(t *testing.T) {
 // active side sees ESTABLISHED in place of CONNECT_RESPONSE; the passive
 // side's comes after its Accept; then both disconnect.
 func TestLowLevelHandshake(t *testing.T) {
-	sch, cch := newChannel(t), newChannel(t)
-	lid, err := sch.NewID(PortSpaceTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := netip.AddrPortFrom(rxeIP, testPort(11))
-	if err := lid.Bind(addr); err != nil {
-		t.Fatal(err)
-	}
-	if err := lid.Listen(4); err != nil {
-		t.Fatal(err)
-	}
-	cid, err := cch.NewID(PortSpaceTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cid.ResolveAddr(netip.AddrPort{}, addr, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	expectEvent(t, cch, EventAddrResolved).Ack()
-	if err := cid.ResolveRoute(time.Second); err != nil {
-		t.Fatal(err)
-	}
-	expectEvent(t, cch, EventRouteResolved).Ack()
-	cqp := qpOn(t, cid)
-	if err := cid.Connect(&ConnParam{PrivateData: []byte("low"), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
-		t.Fatal(err)
-	}
-	req := expectEvent(t, sch, EventConnectRequest)
+	requireCM(t)
+	ll := lowLevelRequest(t, PortSpaceTCP, 11, true, &ConnParam{PrivateData: []byte("low"), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7})
+	sch, cch, lid, cid, cqp, req := ll.sch, ll.cch, ll.lid, ll.cid, ll.cqp, ll.req
 	if req.ListenID != lid || req.ID == nil || req.ID == lid || string(req.Param.PrivateData[:3]) != "low" || req.Param.QPNum != cqp.QPN() {
 		t.Fatalf("connect request: id %p listen %p param %+v", req.ID, req.ListenID, req.Param)
 	}

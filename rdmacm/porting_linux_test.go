@@ -13,43 +13,52 @@ import (
 // Where code ported from librdmacm would meet a difference (issue [W]
 // #56), the low-level calls do what librdmacm's do.
 
-// lowLevelRequest listens on port n in ps, resolves a client ID to it and
-// connects with p, and returns the client's channel and ID and the
-// CONNECT_REQUEST's event on the server's channel (acknowledged by the
-// caller). With qp the client's ID gets an RC QP first.
-func lowLevelRequest(t *testing.T, ps PortSpace, n int, qp bool, p *ConnParam) (cch *EventChannel, cid *ID, req *Event) {
+// lowLevel is a connection request made on the low level: the server's
+// channel and listening ID, the client's channel, ID and QP (nil
+// without), and the CONNECT_REQUEST's event on the server's channel, which
+// the caller acknowledges.
+type lowLevel struct {
+	sch, cch *EventChannel
+	lid, cid *ID
+	cqp      *uverbs.QP
+	req      *Event
+}
+
+// lowLevelRequest listens on port n in ps, resolves a client ID to it,
+// gives it an RC QP if qp, and connects with p.
+func lowLevelRequest(t *testing.T, ps PortSpace, n int, qp bool, p *ConnParam) *lowLevel {
 	t.Helper()
-	sch := newChannel(t)
-	cch = newChannel(t)
-	lid, err := sch.NewID(ps)
-	if err != nil {
+	ll := &lowLevel{sch: newChannel(t), cch: newChannel(t)}
+	var err error
+	if ll.lid, err = ll.sch.NewID(ps); err != nil {
 		t.Fatal(err)
 	}
 	addr := netip.AddrPortFrom(rxeIP, testPort(n))
-	if err := lid.Bind(addr); err != nil {
+	if err := ll.lid.Bind(addr); err != nil {
 		t.Fatal(err)
 	}
-	if err := lid.Listen(4); err != nil {
+	if err := ll.lid.Listen(4); err != nil {
 		t.Fatal(err)
 	}
-	if cid, err = cch.NewID(ps); err != nil {
+	if ll.cid, err = ll.cch.NewID(ps); err != nil {
 		t.Fatal(err)
 	}
-	if err := cid.ResolveAddr(netip.AddrPort{}, addr, time.Second); err != nil {
+	if err := ll.cid.ResolveAddr(netip.AddrPort{}, addr, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	expectEvent(t, cch, EventAddrResolved).Ack()
-	if err := cid.ResolveRoute(time.Second); err != nil {
+	expectEvent(t, ll.cch, EventAddrResolved).Ack()
+	if err := ll.cid.ResolveRoute(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	expectEvent(t, cch, EventRouteResolved).Ack()
+	expectEvent(t, ll.cch, EventRouteResolved).Ack()
 	if qp {
-		qpOn(t, cid)
+		ll.cqp = qpOn(t, ll.cid)
 	}
-	if err := cid.Connect(p); err != nil {
+	if err := ll.cid.Connect(p); err != nil {
 		t.Fatal(err)
 	}
-	return cch, cid, expectEvent(t, sch, EventConnectRequest)
+	ll.req = expectEvent(t, ll.sch, EventConnectRequest)
+	return ll
 }
 
 // TestConnectNilOffersDeviceMax: ID.Connect(nil) offers the device's most
@@ -81,7 +90,7 @@ func TestConnectNilOffersDeviceMax(t *testing.T) {
 		{"zero", true, &ConnParam{RetryCount: 7, RNRRetryCount: 7}, 0, 0, 7, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, req := lowLevelRequest(t, PortSpaceTCP, 60+i, tc.qp, tc.p)
+			req := lowLevelRequest(t, PortSpaceTCP, 60+i, tc.qp, tc.p).req
 			defer req.Ack()
 			got := req.Param
 			t.Logf("device: %d reads as target, %d as initiator; the request offers (server's view) responder %d, initiator %d, retry %d, RNR retry %d",
@@ -114,7 +123,8 @@ func TestAcceptOverLimitRejects(t *testing.T) {
 		{"UD", PortSpaceUDP, MaxAcceptPrivateDataUD, EventUnreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cch, _, req := lowLevelRequest(t, tc.ps, 70+i, tc.ps == PortSpaceTCP, &ConnParam{RetryCount: 7, RNRRetryCount: 7})
+			ll := lowLevelRequest(t, tc.ps, 70+i, tc.ps == PortSpaceTCP, &ConnParam{RetryCount: 7, RNRRetryCount: 7})
+			cch, req := ll.cch, ll.req
 			child := req.ID
 			req.Ack()
 			var sqp *uverbs.QP
