@@ -77,15 +77,12 @@ type Channel struct {
 func newChannel(fd int, dev string) (*Channel, error) {
 	const op = "create comp channel"
 	// os.NewFile puts a non-blocking fd on the runtime's poller; a
-	// blocking one it leaves alone. So the fd goes in blocking and is made
-	// non-blocking after.
-	if err := setNonblock(fd, false); err != nil {
-		closeFD(fd)
-		return nil, &OpError{Op: op, Device: dev, Err: err}
-	}
+	// blocking one it leaves alone. The kernel makes the channel's fd
+	// blocking, so it goes in as it came and is made non-blocking after,
+	// with one F_SETFL: O_NONBLOCK is the only status flag it then has.
 	ch := &Channel{dev: dev, fd: fd, f: os.NewFile(uintptr(fd), dev+"-comp-channel"),
 		table: map[uint64]*CQ{}}
-	if err := setNonblock(fd, true); err != nil {
+	if err := setNonblockFresh(fd); err != nil {
 		ch.f.Close()
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
@@ -333,7 +330,7 @@ func (ch *Channel) makeEpoll() error {
 	if err != nil {
 		return err
 	}
-	if err := setNonblock(epfd, true); err != nil {
+	if err := setNonblockFresh(epfd); err != nil {
 		closeFD(epfd)
 		return err
 	}

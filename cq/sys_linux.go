@@ -8,7 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func setNonblock(fd int, on bool) error { return unix.SetNonblock(fd, on) }
+// setNonblockFresh sets O_NONBLOCK on a descriptor the kernel just made,
+// whose other status flags are all clear: F_SETFL alone, no F_GETFL.
+func setNonblockFresh(fd int) error {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_NONBLOCK)
+	return err
+}
 
 func closeFD(fd int) { unix.Close(fd) }
 

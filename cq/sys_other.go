@@ -8,7 +8,7 @@ import "github.com/goverbs/goverbs/internal/errs"
 // error wrapping ErrNotSupported ("create comp channel rxe0: goverbs: RDMA
 // verbs are not supported on darwin").
 
-func setNonblock(int, bool) error { return errs.ErrPlatform }
+func setNonblockFresh(int) error { return errs.ErrPlatform }
 
 func closeFD(int) {}
 
