@@ -795,20 +795,33 @@ func (id *ID) Connect(p *ConnParam) error {
 		return &OpError{Op: op, Device: id.where(), Err: err}
 	}
 	k := id.kernParam(p)
-	if !id.ps.ud() && (k.ResponderResources == MaxResources || k.InitiatorDepth == MaxResources) {
-		resp, init, err := id.deviceLimits()
-		if err != nil {
-			return rewrap(op, id.where(), err)
-		}
-		if k.ResponderResources == MaxResources {
-			k.ResponderResources = resp
-		}
-		if k.InitiatorDepth == MaxResources {
-			k.InitiatorDepth = init
-		}
+	var err error
+	k.ResponderResources, k.InitiatorDepth, err = id.depths(k.ResponderResources, k.InitiatorDepth, MaxResources, MaxResources)
+	if err != nil {
+		return rewrap(op, id.where(), err)
 	}
 	id.setConnectError(nil)
 	return id.do(op, func(c *ucma.Conn, kid uint32) error { return c.Connect(kid, k, ucma.ECE{}) })
+}
+
+// depths returns resp and init with MaxResources in either replaced by
+// the device's limit, capped by capResp and capInit (the peer's offer,
+// when accepting). A UD ID has no such depths.
+func (id *ID) depths(resp, init, capResp, capInit uint8) (uint8, uint8, error) {
+	if id.ps.ud() || resp != MaxResources && init != MaxResources {
+		return resp, init, nil
+	}
+	devResp, devInit, err := id.deviceLimits()
+	if err != nil {
+		return 0, 0, err
+	}
+	if resp == MaxResources {
+		resp = min(capResp, devResp)
+	}
+	if init == MaxResources {
+		init = min(capInit, devInit)
+	}
+	return resp, init, nil
 }
 
 // deviceLimits returns the most RDMA reads and atomics a QP on the ID's
@@ -848,18 +861,11 @@ func (id *ID) Accept(p *ConnParam) error {
 	if p == nil {
 		p = &ConnParam{RNRRetryCount: defaultRetry, ResponderResources: MaxResources, InitiatorDepth: MaxResources}
 	}
-	if !id.ps.ud() && (p.ResponderResources == MaxResources || p.InitiatorDepth == MaxResources) {
+	if resp, init, err := id.depths(p.ResponderResources, p.InitiatorDepth, id.offerResp, id.offerInit); err != nil {
+		return id.refuse(rewrap(op, id.where(), err))
+	} else if resp != p.ResponderResources || init != p.InitiatorDepth {
 		q := *p
-		resp, init, err := id.deviceLimits()
-		if err != nil {
-			return id.refuse(rewrap(op, id.where(), err))
-		}
-		if q.ResponderResources == MaxResources {
-			q.ResponderResources = min(id.offerResp, resp)
-		}
-		if q.InitiatorDepth == MaxResources {
-			q.InitiatorDepth = min(id.offerInit, init)
-		}
+		q.ResponderResources, q.InitiatorDepth = resp, init
 		p = &q
 	}
 	if err := checkPrivateData(id.ps, "accept", p.PrivateData); err != nil {
