@@ -18,7 +18,7 @@ func (fakeDriver) Open(*transport.Conn, int) (Context, kverbs.Context, error) {
 // TestRegister: a registered driver is found by its id, no other id finds
 // it, and a second registration of the id, or of a nil driver, panics.
 func TestRegister(t *testing.T) {
-	const id, other = 0xfffffff0, 0xfffffff1 // no enum rdma_driver_id is near
+	const id, other uint32 = 0xfffffff0, 0xfffffff1 // no enum rdma_driver_id is near
 	if _, ok := Lookup(id); ok {
 		t.Fatalf("Lookup(%#x) found a driver before Register", id)
 	}

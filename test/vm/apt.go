@@ -110,31 +110,71 @@ func (p pkgInfo) debFile() string {
 // show returns the candidate version of name:arch, updating the lists
 // once if apt does not know it.
 func (a *apt) show(ctx context.Context, name, arch string) (pkgInfo, error) {
-	if err := a.ensureArch(ctx, arch); err != nil {
-		return pkgInfo{}, fmt.Errorf("apt-cache show %s:%s: %w", name, arch, err)
+	infos, err := a.showAll(ctx, []string{name}, arch)
+	if err != nil {
+		return pkgInfo{}, err
 	}
-	info, err := a.show1(ctx, name, arch)
-	if err != nil && !a.updated {
-		if uerr := a.update(ctx); uerr != nil {
-			return info, errors.Join(err, uerr)
-		}
-		info, err = a.show1(ctx, name, arch)
-	}
-	return info, err
+	return infos[0], nil
 }
 
-func (a *apt) show1(ctx context.Context, name, arch string) (pkgInfo, error) {
-	out, err := output(ctx, "apt-cache", "show", "--no-all-versions", name+":"+arch)
-	if err != nil {
-		return pkgInfo{}, fmt.Errorf("apt-cache show %s:%s: %w", name, arch, err)
+// showAll returns the candidate versions of names (all of arch), in their
+// order, from one apt-cache call: apt loads its lists, which takes a
+// second or two of CPU, once for all of them. It updates the lists once
+// if apt does not know one.
+func (a *apt) showAll(ctx context.Context, names []string, arch string) ([]pkgInfo, error) {
+	if err := a.ensureArch(ctx, arch); err != nil {
+		return nil, fmt.Errorf("apt-cache show %s (%s): %w", strings.Join(names, " "), arch, err)
 	}
-	info := pkgInfo{Name: name, reqArch: arch}
-	for _, line := range strings.Split(out, "\n") {
+	infos, err := a.showAll1(ctx, names, arch)
+	if err != nil && !a.updated {
+		if uerr := a.update(ctx); uerr != nil {
+			return nil, errors.Join(err, uerr)
+		}
+		infos, err = a.showAll1(ctx, names, arch)
+	}
+	return infos, err
+}
+
+func (a *apt) showAll1(ctx context.Context, names []string, arch string) ([]pkgInfo, error) {
+	args := []string{"show", "--no-all-versions"}
+	for _, n := range names {
+		args = append(args, n+":"+arch)
+	}
+	what := fmt.Sprintf("apt-cache show %s (%s)", strings.Join(names, " "), arch)
+	out, err := output(ctx, "apt-cache", args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	found := map[string]pkgInfo{}
+	for _, rec := range strings.Split(out, "\n\n") {
+		info := parseRecord(rec)
+		info.reqArch = arch
+		if _, dup := found[info.Name]; info.Name != "" && info.Version != "" && !dup {
+			found[info.Name] = info
+		}
+	}
+	infos := make([]pkgInfo, len(names))
+	for i, n := range names {
+		info, ok := found[n]
+		if !ok {
+			return nil, fmt.Errorf("%s: no candidate version of %s", what, n)
+		}
+		infos[i] = info
+	}
+	return infos, nil
+}
+
+// parseRecord reads one package's record of apt-cache show.
+func parseRecord(rec string) pkgInfo {
+	var info pkgInfo
+	for _, line := range strings.Split(rec, "\n") {
 		k, v, ok := strings.Cut(line, ": ")
 		if !ok {
 			continue
 		}
 		switch k {
+		case "Package":
+			info.Name = v
 		case "Version":
 			info.Version = v
 		case "Architecture":
@@ -150,32 +190,46 @@ func (a *apt) show1(ctx context.Context, name, arch string) (pkgInfo, error) {
 				}
 			}
 		}
-		if line == "" && info.Version != "" {
-			break
-		}
 	}
-	if info.Version == "" {
-		return info, fmt.Errorf("apt-cache show %s:%s: no candidate version", name, arch)
-	}
-	return info, nil
+	return info
 }
 
 // download returns the cached .deb of p, fetching it if needed.
 func (a *apt) download(ctx context.Context, p pkgInfo) (string, error) {
-	dst := filepath.Join(a.debs, p.debFile())
-	if _, err := os.Stat(dst); err == nil {
-		return dst, nil
-	}
-	logf("apt: downloading %s %s (%s)", p.Name, p.Version, p.Arch)
-	spec := p.Name + ":" + p.reqArch + "=" + p.Version
-	err := run(ctx, a.debs, "apt-get", "download", "-qq", "-o", "APT::Sandbox::User=root", spec)
+	debs, err := a.downloadAll(ctx, []pkgInfo{p})
 	if err != nil {
-		return "", fmt.Errorf("apt-get download %s: %w", spec, err)
+		return "", err
 	}
-	if _, err := os.Stat(dst); err != nil {
-		return "", fmt.Errorf("apt-get download %s: %s not written", spec, dst)
+	return debs[0], nil
+}
+
+// downloadAll returns the cached .deb files of pkgs, in their order,
+// fetching the missing ones with one apt-get call.
+func (a *apt) downloadAll(ctx context.Context, pkgs []pkgInfo) ([]string, error) {
+	debs := make([]string, len(pkgs))
+	var specs []string
+	for i, p := range pkgs {
+		debs[i] = filepath.Join(a.debs, p.debFile())
+		if _, err := os.Stat(debs[i]); err == nil {
+			continue
+		}
+		logf("apt: downloading %s %s (%s)", p.Name, p.Version, p.Arch)
+		specs = append(specs, p.Name+":"+p.reqArch+"="+p.Version)
 	}
-	return dst, nil
+	if len(specs) == 0 {
+		return debs, nil
+	}
+	what := "apt-get download " + strings.Join(specs, " ")
+	args := append([]string{"download", "-qq", "-o", "APT::Sandbox::User=root"}, specs...)
+	if err := run(ctx, a.debs, "apt-get", args...); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	for _, d := range debs {
+		if _, err := os.Stat(d); err != nil {
+			return nil, fmt.Errorf("%s: %s not written", what, d)
+		}
+	}
+	return debs, nil
 }
 
 // kernelPattern matches the package names of one kernel series, with the
@@ -297,25 +351,32 @@ func buildNumber(re *regexp.Regexp, s string) int {
 func (a *apt) closure(ctx context.Context, names []string, arch string) ([]pkgInfo, error) {
 	var out []pkgInfo
 	seen := map[string]bool{}
-	queue := append([]string(nil), names...)
-	for len(queue) > 0 {
-		n := queue[0]
-		queue = queue[1:]
-		if seen[n] {
-			continue
+	// Breadth first, one apt-cache call a level.
+	for level := names; len(level) > 0; {
+		var ask []string
+		for _, n := range level {
+			if !seen[n] {
+				seen[n] = true
+				ask = append(ask, n)
+			}
 		}
-		seen[n] = true
-		info, err := a.show(ctx, n, arch)
+		if len(ask) == 0 {
+			break
+		}
+		infos, err := a.showAll(ctx, ask, arch)
 		if err != nil {
 			return nil, err
 		}
-		if info.Arch != "all" && info.Arch != arch {
-			return nil, fmt.Errorf("package %s is for %s, want %s", n, info.Arch, arch)
-		}
-		out = append(out, info)
-		for _, d := range info.Depends {
-			if strings.HasPrefix(d, "lib") && !seen[d] {
-				queue = append(queue, d)
+		level = nil
+		for _, info := range infos {
+			if info.Arch != "all" && info.Arch != arch {
+				return nil, fmt.Errorf("package %s is for %s, want %s", info.Name, info.Arch, arch)
+			}
+			out = append(out, info)
+			for _, d := range info.Depends {
+				if strings.HasPrefix(d, "lib") && !seen[d] {
+					level = append(level, d)
+				}
 			}
 		}
 	}

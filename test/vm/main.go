@@ -396,11 +396,11 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range pkgs {
-		deb, err := a.download(ctx, p)
-		if err != nil {
-			return nil, err
-		}
+	debs, err := a.downloadAll(ctx, pkgs)
+	if err != nil {
+		return nil, err
+	}
+	for _, deb := range debs {
 		d, err := a.unpack(ctx, deb)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,4 @@
+// Package badasm's assembly does not assemble.
+package badasm
+
+func Fence()

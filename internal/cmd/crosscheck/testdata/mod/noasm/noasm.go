@@ -1,0 +1,4 @@
+// Package noasm declares a function that nothing defines.
+package noasm
+
+func Missing()
