@@ -23,40 +23,20 @@ import (
 // concurrent use. Wait and TryWait may be called from many goroutines;
 // one at a time reads the fd.
 //
-// A Channel holds the channel's file descriptor (FD) and, from the first
-// Wait that finds nothing queued, an epoll instance through which such a
-// Wait parks on the Go runtime's poller. The channel's fd is in that
-// instance only while Waits keep parking, so events that come while the
-// caller is busy elsewhere wake no thread. A channel only polled, or
-// waited on with TryWait, never makes the instance: one descriptor, not
-// two, for each of a server's idle connections.
+// A Channel holds one file descriptor (FD), non-blocking and on the Go
+// runtime's poller, where a Wait parks.
 type Channel struct {
-	dev string
-	// f is the channel's fd, non-blocking, and not on the runtime's
-	// poller: goverbs reads it with raw system calls. Were it on the
-	// poller, the kernel would wake the runtime's poller thread for every
-	// event it queues while no Wait is parked (any Go program with a
-	// timer pending has a thread in epoll_wait), costing a thread wakeup
-	// and a cross-CPU interrupt per event that a Wait then takes at once.
-	f  *os.File
-	fd int
-	// ep is an epoll instance of the channel's own, on the runtime's
-	// poller, made by the first Wait that has to park (nil before; set
-	// under mu and the turn, so that Close, under mu, sees it or the Wait
-	// sees the channel closed). It watches fd (watched) from a Wait that
-	// has to park until a Wait or TryWait finds an event without parking:
-	// while Waits park, the watch stays and costs nothing per Wait; while
-	// events come before the Waits, the runtime does not hear of them.
-	ep        *os.File
-	readFn    func(epfd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
-	unwatchFn func(epfd uintptr)      // = ch.unwatch
+	dev    string
+	f      *os.File
+	fd     int
+	readFn func(fd uintptr) bool // = ch.readWait, bound once: zero allocations per Wait
 
 	mu    sync.RWMutex
 	state atomic.Int32   // chOpen, chClosed, chGone: moved forward under mu; read with or without it
 	table map[uint64]*CQ // guarded by mu: event handle -> CQ
 
-	// rd waits on ep. Its turn is held by whoever reads the fd: the
-	// holder owns ep's read deadline and the fields below. Close takes it
+	// rd waits on f. Its turn is held by whoever reads the fd: the
+	// holder owns f's read deadline and the fields below. Close takes it
 	// before it closes the fd, so the fd outlives every read.
 	rd       fdturn.Reader
 	ahead    sync.Mutex // held by a CQ's read-ahead (readAhead) for as long as it holds the turn
@@ -66,9 +46,7 @@ type Channel struct {
 	lastH    uint64  // the handle deliver looked up last, and its CQ
 	lastCQ   *CQ
 	readErr  error
-	lastRead int  // events the last read pass took
-	watched  bool // fd is in ep
-	parked   bool // this park's callback found nothing and parked
+	lastRead int // events the last read pass took
 }
 
 // newChannel is cqseam.Hooks.NewChannel: it wraps fd, a completion channel the
@@ -76,19 +54,18 @@ type Channel struct {
 // ownership of it.
 func newChannel(fd int, dev string) (*Channel, error) {
 	const op = "create comp channel"
-	// os.NewFile puts a non-blocking fd on the runtime's poller; a
-	// blocking one it leaves alone. The kernel makes the channel's fd
-	// blocking, so it goes in as it came and is made non-blocking after,
-	// with one F_SETFL: O_NONBLOCK is the only status flag it then has.
+	// os.NewFile puts a non-blocking fd on the runtime's poller.
+	if err := setNonblockFresh(fd); err != nil {
+		closeFD(fd)
+		return nil, &OpError{Op: op, Device: dev, Err: err}
+	}
 	ch := &Channel{dev: dev, fd: fd, f: os.NewFile(uintptr(fd), dev+"-comp-channel"),
 		table: map[uint64]*CQ{}}
-	if err := setNonblockFresh(fd); err != nil {
+	if err := ch.rd.Init(ch.f); err != nil {
 		ch.f.Close()
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}
-	ch.rd.InitTurn() // the epoll instance comes with the first park (makeEpoll)
 	ch.readFn = ch.readWait
-	ch.unwatchFn = ch.unwatch
 	return ch, nil
 }
 
@@ -155,21 +132,12 @@ func (ch *Channel) Close() error {
 	return nil
 }
 
-// closeFDs closes both fds once the state is chGone: it wakes a parked
-// Wait and closes the channel's fd only when no Wait or TryWait is
-// reading it.
+// closeFDs closes the fd once the state is chGone: it wakes a parked
+// Wait and closes the fd only when no Wait or TryWait is reading it.
 func (ch *Channel) closeFDs() error {
-	var err error
-	ch.mu.Lock()
-	ep := ch.ep // the state is chGone: no Wait makes one after this
-	ch.mu.Unlock()
-	if ep != nil {
-		err = ep.Close() // wakes a parked Wait, which then gives up its turn
-	}
+	ch.rd.Shut()                         // a parked Wait wakes, sees chGone and gives up its turn
 	_ = ch.rd.Lock(context.Background()) // no Wait or TryWait is reading the fd now
-	if ferr := ch.f.Close(); err == nil {
-		err = ferr
-	}
+	err := ch.f.Close()
 	ch.rd.Unlock()
 	return err
 }
@@ -241,25 +209,15 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, &OpError{Op: op, Device: ch.dev, Err: err}
 		}
-		if !ch.watched {
-			// The last Wait found its event queued (a park leaves the fd
-			// watched): read one before going to the poller, whose
-			// descriptor locks and reset are the dearer way to find it,
-			// and deliver it without the pending buffer (empty here). On
-			// a switch to parking that is one read(2) more, once.
-			ch.readErr = nil
-			h, ok := ch.readOne() // the turn keeps Close from closing the fd under it
-			if ok {
-				if c := ch.deliver(h); c != nil {
-					return c, nil
-				}
-				continue // its CQ is gone: dropped, as next drops it
-			}
-			if ch.readErr != nil {
-				return nil, ch.waitErr(ch.readErr)
-			}
+		// One event read as it is, before the poller, whose wait costs
+		// more (a context's AfterFunc among it).
+		ch.readErr = nil
+		ch.readEvents(1) // the turn keeps Close from closing the fd under it
+		err := ch.readErr
+		if err == nil && ch.lastRead == 0 {
+			err = ch.park(ctx)
 		}
-		if err := ch.park(ctx); err != nil {
+		if err != nil {
 			return nil, ch.waitErr(err)
 		}
 	}
@@ -279,24 +237,8 @@ func (ch *Channel) waitErr(err error) error {
 
 // park reads the fd, parking on the poller until at least one event came
 // or ctx ends. The caller holds the turn.
-//
-// It reads first; only when nothing is queued does it put the fd into ep
-// (level-triggered: an event queued in between makes ep ready at once)
-// and park on ep. It leaves the watch in place for the next Wait after a
-// park that an event ended, and takes it away when the read found an
-// event without parking, or when the wait ended otherwise.
 func (ch *Channel) park(ctx context.Context) error {
-	if !ch.rd.Attached() {
-		if err := ch.makeEpoll(); err != nil {
-			return err
-		}
-	}
-	ch.readErr = nil
 	err := ch.rd.Wait(ctx, ch.readFn) // the callback reads before parking
-	if ch.watched && (err != nil || !ch.parked) {
-		ch.unwatchNow()
-	}
-	ch.parked = false
 	switch {
 	case err == nil:
 		return ch.readErr
@@ -314,33 +256,6 @@ func (ch *Channel) park(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("%v, with no event to read: %w", err, syscall.EIO)
-}
-
-// makeEpoll makes the channel's epoll instance, for the first park. The
-// caller holds the turn.
-//
-//go:noinline
-func (ch *Channel) makeEpoll() error {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if ch.state.Load() == chGone {
-		return ErrClosed
-	}
-	epfd, err := newEpoll()
-	if err != nil {
-		return err
-	}
-	if err := setNonblockFresh(epfd); err != nil {
-		closeFD(epfd)
-		return err
-	}
-	ep := os.NewFile(uintptr(epfd), ch.dev+"-comp-channel-epoll")
-	if err := ch.rd.Attach(ep); err != nil {
-		ep.Close()
-		return err
-	}
-	ch.ep = ep
-	return nil
 }
 
 // TryWait returns the CQ of the next completion event and true if one is
@@ -363,9 +278,6 @@ func (ch *Channel) TryWait() (*CQ, bool, error) {
 		}
 		if c := ch.next(); c != nil {
 			return c, true, nil
-		}
-		if ch.watched {
-			ch.unwatchNow() // a caller that does not park: its events need not wake the poller
 		}
 		ch.readErr = nil
 		ch.readEvents(1) // the turn keeps Close from closing the fd under it
@@ -425,39 +337,12 @@ func (ch *Channel) deliver(h uint64) *CQ {
 	return nil
 }
 
-// readWait is the Wait callback, with ep's fd: read one event before
-// parking, or every queued one (until EAGAIN, or the buffer is full) on a
-// wake-up from a park; when nothing came, watch the fd through ep and say
-// false, to park.
-func (ch *Channel) readWait(epfd uintptr) bool {
-	if ch.parked {
-		ch.readEvents(len(ch.pending))
-	} else {
-		ch.readEvents(1)
-	}
-	if ch.lastRead > 0 || ch.readErr != nil {
-		return true
-	}
-	if !ch.watched {
-		if err := epollWatch(int(epfd), ch.fd, true); err != nil {
-			ch.readErr = err
-			return true
-		}
-		ch.watched = true
-	}
-	ch.parked = true
-	return false
+// readWait is park's callback: it reads every queued event (until
+// EAGAIN, or the buffer is full), and says false, to park, when none came.
+func (ch *Channel) readWait(uintptr) bool {
+	ch.readEvents(len(ch.pending))
+	return ch.lastRead > 0 || ch.readErr != nil
 }
-
-// unwatchNow takes the fd out of ep (if ep is closed, the watch went
-// with it). The caller holds the turn.
-func (ch *Channel) unwatchNow() {
-	_ = ch.rd.Control(ch.unwatchFn)
-	ch.watched = false
-}
-
-// unwatch takes the fd out of ep, whose fd it is given.
-func (ch *Channel) unwatch(epfd uintptr) { _ = epollWatch(int(epfd), ch.fd, false) }
 
 // The pending buffer is a ring indexed with a mask.
 var _ [0]struct{} = [len(Channel{}.pending) & (len(Channel{}.pending) - 1)]struct{}{}

@@ -13,9 +13,3 @@ func setNonblockFresh(int) error { return errs.ErrPlatform }
 func closeFD(int) {}
 
 func (ch *Channel) readEvents(int) { ch.readErr = errs.ErrPlatform }
-
-func (ch *Channel) readOne() (uint64, bool) { ch.readErr = errs.ErrPlatform; return 0, false }
-
-func newEpoll() (int, error) { return -1, errs.ErrPlatform }
-
-func epollWatch(int, int, bool) error { return errs.ErrPlatform }

@@ -91,21 +91,7 @@ const (
 
 // String names the kind: "device", "port", "CQ", "QP", "SRQ", "WQ".
 func (k ElementKind) String() string {
-	switch k {
-	case ElementDevice:
-		return "device"
-	case ElementPort:
-		return "port"
-	case ElementCQ:
-		return "CQ"
-	case ElementQP:
-		return "QP"
-	case ElementSRQ:
-		return "SRQ"
-	case ElementWQ:
-		return "WQ"
-	}
-	return "ElementKind(" + strconv.Itoa(int(k)) + ")"
+	return enumString(k, "ElementKind", "device", "port", "CQ", "QP", "SRQ", "WQ")
 }
 
 // Element returns the kind of object events of this type are about, as

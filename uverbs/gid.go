@@ -92,17 +92,7 @@ const (
 )
 
 // String names the type as rdma-core does: "IB", "RoCE v1", "RoCE v2".
-func (t GIDType) String() string {
-	switch t {
-	case GIDTypeIB:
-		return "IB"
-	case GIDTypeRoCEv1:
-		return "RoCE v1"
-	case GIDTypeRoCEv2:
-		return "RoCE v2"
-	}
-	return "GIDType(" + strconv.Itoa(int(t)) + ")"
-}
+func (t GIDType) String() string { return enumString(t, "GIDType", "IB", "RoCE v1", "RoCE v2") }
 
 // GIDEntry is one valid entry of a port's GID table (struct
 // ibv_gid_entry).

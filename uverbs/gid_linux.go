@@ -43,24 +43,18 @@ func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
 	if err != nil {
 		return GIDEntry{}, c.opErr(op, fmt.Errorf("probing QUERY_GID_ENTRY: %w", err))
 	}
-	if ioctl {
-		e, err := kverbs.QueryGIDEntry(c.conn, uint32(port), uint32(index))
+	ethernet := false
+	if !ioctl {
+		pa, err := c.queryPort(op, port)
 		if err != nil {
-			return GIDEntry{}, c.opErr(op, fmt.Errorf("port %d index %d: %w", port, index, err))
+			return GIDEntry{}, err
 		}
-		return gidEntry(&e, nil), nil
+		if index >= pa.GIDTblLen {
+			return GIDEntry{}, c.opErr(op, fmt.Errorf("port %d: GID index %d beyond the table of %d: %w", port, index, pa.GIDTblLen, unix.EINVAL))
+		}
+		ethernet = pa.LinkLayer == LinkLayerEthernet
 	}
-	pa, err := c.queryPort(op, port)
-	if err != nil {
-		return GIDEntry{}, err
-	}
-	if index >= pa.GIDTblLen {
-		return GIDEntry{}, c.opErr(op, fmt.Errorf("port %d: GID index %d beyond the table of %d: %w", port, index, pa.GIDTblLen, unix.EINVAL))
-	}
-	e, err := c.sysfsGID(port, index, pa.LinkLayer == LinkLayerEthernet)
-	if err == nil && e.GID.IsZero() {
-		err = unix.ENODATA
-	}
+	e, err := c.gidAt(port, index, ioctl, ethernet, nil)
 	if err != nil {
 		return GIDEntry{}, c.opErr(op, fmt.Errorf("port %d index %d: %w", port, index, err))
 	}
@@ -114,27 +108,34 @@ func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 	}
 	var out []GIDEntry
 	for i := range pa.GIDTblLen {
-		var e GIDEntry
-		if entry {
-			k, err := kverbs.QueryGIDEntry(c.conn, uint32(port), uint32(i))
-			if errors.Is(err, unix.ENODATA) {
-				continue
-			}
-			if err != nil {
-				return nil, c.opErr(op, fmt.Errorf("port %d index %d: %w", port, i, err))
-			}
-			e = gidEntry(&k, names)
-		} else {
-			if e, err = c.sysfsGID(port, i, pa.LinkLayer == LinkLayerEthernet); err != nil {
-				return nil, c.opErr(op, fmt.Errorf("port %d index %d: %w", port, i, err))
-			}
-			if e.GID.IsZero() {
-				continue
-			}
+		e, err := c.gidAt(port, i, entry, pa.LinkLayer == LinkLayerEthernet, names)
+		if errors.Is(err, unix.ENODATA) {
+			continue
+		}
+		if err != nil {
+			return nil, c.opErr(op, fmt.Errorf("port %d index %d: %w", port, i, err))
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// gidAt reads entry index of port's GID table through QUERY_GID_ENTRY
+// (ioctl) or sysfs; an entry that holds no GID is an error wrapping
+// ENODATA.
+func (c *Context) gidAt(port, index int, ioctl, ethernet bool, names netdevNamer) (GIDEntry, error) {
+	if ioctl {
+		k, err := kverbs.QueryGIDEntry(c.conn, uint32(port), uint32(index))
+		if err != nil {
+			return GIDEntry{}, err
+		}
+		return gidEntry(&k, names), nil
+	}
+	e, err := c.sysfsGID(port, index, ethernet)
+	if err == nil && e.GID.IsZero() {
+		err = unix.ENODATA
+	}
+	return e, err
 }
 
 // gidEntry converts the kernel's entry.

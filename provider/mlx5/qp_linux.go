@@ -462,7 +462,7 @@ func putInline(p unsafe.Pointer, sgl []provider.SGE, length, size uint32) {
 	be.PutUint32(b, length|inlineSeg)
 	dst := b[inlineHeader:]
 	for _, s := range sgl {
-		dst = dst[copy(dst, userBytes(s.Addr, s.Length)):]
+		dst = dst[copy(dst, provider.UserBytes(s.Addr, s.Length)):]
 	}
 	clear(dst)
 }
@@ -844,7 +844,7 @@ func (w *wqeWriter) inline(sgl []provider.SGE, length uint32) {
 	r.be32(0, length|inlineSeg)
 	off := inlineHeader
 	for _, s := range sgl {
-		src := userBytes(s.Addr, s.Length)
+		src := provider.UserBytes(s.Addr, s.Length)
 		for len(src) > 0 {
 			dst := r.at(off)
 			// Stop at the end of the segment, where the ring may wrap.
@@ -858,17 +858,6 @@ func (w *wqeWriter) inline(sgl []provider.SGE, length uint32) {
 			r.at(off)[0] = 0
 		}
 	}
-}
-
-// userBytes views length bytes at a caller's address (an SGE's addr), for
-// inline sends, which copy the payload at post time.
-func userBytes(addr uint64, length uint32) []byte {
-	if length == 0 {
-		return nil
-	}
-	a := uintptr(addr)
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&a))
-	return unsafe.Slice((*byte)(p), length)
 }
 
 // addressHandle is an mlx5 address handle: the address vector that UD send WQEs

@@ -238,7 +238,7 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 		dst := unsafe.Slice((*byte)(data), length)
 		off := 0
 		for _, s := range wr.SGL {
-			off += copy(dst[off:], userBytes(s.Addr, s.Length))
+			off += copy(dst[off:], provider.UserBytes(s.Addr, s.Length))
 		}
 	} else {
 		length = putSGL(data, wr.SGL)
@@ -378,19 +378,4 @@ func (q *queuePair) Release() {
 	if q.rq != nil {
 		q.rq.unmap()
 	}
-}
-
-// userBytes views length bytes at a caller's address (an SGE's addr) as a
-// slice, for inline sends, which copy the payload at post time. The
-// address is the caller's memory (a registered buffer, or a slice the
-// caller keeps alive across PostSend), never a Go stack address. The
-// bits are reinterpreted rather than converted from uintptr, the form vet
-// accepts for an address that did not come from an unsafe.Pointer here.
-func userBytes(addr uint64, length uint32) []byte {
-	if length == 0 {
-		return nil
-	}
-	a := uintptr(addr)
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&a))
-	return unsafe.Slice((*byte)(p), length)
 }
