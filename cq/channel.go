@@ -54,8 +54,10 @@ type Channel struct {
 // ownership of it.
 func newChannel(fd int, dev string) (*Channel, error) {
 	const op = "create comp channel"
-	// os.NewFile puts a non-blocking fd on the runtime's poller.
-	if err := setNonblockFresh(fd); err != nil {
+	// os.NewFile puts a non-blocking fd on the runtime's poller, and
+	// File.Fd (FD, for CQ creation) leaves it non-blocking only when it
+	// came so: it is made non-blocking first.
+	if err := setNonblock(fd); err != nil {
 		closeFD(fd)
 		return nil, &OpError{Op: op, Device: dev, Err: err}
 	}

@@ -6,12 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// setNonblockFresh sets O_NONBLOCK on a descriptor the kernel just made,
-// whose other status flags are all clear: F_SETFL alone, no F_GETFL.
-func setNonblockFresh(fd int) error {
-	_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_NONBLOCK)
-	return err
-}
+func setNonblock(fd int) error { return unix.SetNonblock(fd, true) }
 
 func closeFD(fd int) { unix.Close(fd) }
 

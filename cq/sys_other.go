@@ -8,7 +8,7 @@ import "github.com/goverbs/goverbs/internal/errs"
 // error wrapping ErrNotSupported ("create comp channel rxe0: goverbs: RDMA
 // verbs are not supported on darwin").
 
-func setNonblockFresh(int) error { return errs.ErrPlatform }
+func setNonblock(int) error { return errs.ErrPlatform }
 
 func closeFD(int) {}
 

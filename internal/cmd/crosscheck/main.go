@@ -221,11 +221,11 @@ func assemble(p *listed, env []string, goos, goarch string) []error {
 	if len(p.SFiles) == 0 {
 		return nil
 	}
-	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	goroot, err := goRoot()
 	if err != nil {
 		return []error{fmt.Errorf("go env GOROOT: %v", err)}
 	}
-	inc := filepath.Join(strings.TrimSpace(string(goroot)), "pkg", "include")
+	inc := filepath.Join(goroot, "pkg", "include")
 	tmp, err := os.MkdirTemp("", "crosscheck-")
 	if err != nil {
 		return []error{err}
@@ -243,6 +243,13 @@ func assemble(p *listed, env []string, goos, goarch string) []error {
 	}
 	return errs
 }
+
+// goRoot is the go command's GOROOT, asked once: textflag.h is in its
+// pkg/include.
+var goRoot = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	return strings.TrimSpace(string(out)), err
+})
 
 // textSym matches an assembly function's definition: TEXT ·name(SB).
 var textSym = regexp.MustCompile(`(?m)^\s*TEXT\s+·([A-Za-z_][A-Za-z0-9_]*)(?:<[A-Za-z]+>)?\(SB\)`)
