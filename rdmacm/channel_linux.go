@@ -427,6 +427,9 @@ type ID struct {
 	dev       *device
 	name      string // the address errors name
 	cerr      error  // a failed establishment (CONNECT_RESPONSE)
+
+	// sink is the connection a hub hands the ID's events to.
+	sink atomic.Pointer[Conn]
 }
 
 // where is the address errors name.
@@ -574,7 +577,19 @@ func (id *ID) PD() (*uverbs.PD, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err = acquireDevice(a)
+	return id.pdOf(a)
+}
+
+// pdOf is PD, with the ID's addresses and device as the kernel gave
+// them (ID.query).
+func (id *ID) pdOf(a ucma.AddrInfo) (*uverbs.PD, error) {
+	id.mu.Lock()
+	d := id.dev
+	id.mu.Unlock()
+	if d != nil {
+		return d.pd, nil
+	}
+	d, err := acquireDevice(a)
 	if err != nil {
 		return nil, &OpError{Op: "open device", Device: id.where(), Err: err}
 	}

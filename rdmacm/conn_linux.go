@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
@@ -18,15 +19,16 @@ import (
 // with QP().PostSend and PostRecv, poll CQ() or wait on CompChannel(),
 // register memory with PD().RegMR.
 //
-// A goroutine of the Conn's own reads its connection-manager events:
-// when the peer disconnects (or the device goes away) it moves the QP to
-// the error state, so that posted work flushes once, answers the peer's
+// Its connection-manager events come on an rdma_cm channel that all the
+// package's connections share, read by one goroutine: when the peer
+// disconnects (or the device goes away) it moves the QP to the error
+// state, so that posted work flushes once, answers the peer's
 // disconnect, and closes Disconnected().
 //
 // Its methods are safe for concurrent use.
 type Conn struct {
 	cfg  Config
-	ch   *EventChannel
+	hub  *hub
 	id   *ID
 	name string
 	pd   *uverbs.PD
@@ -37,13 +39,18 @@ type Conn struct {
 	local, remote netip.AddrPort
 	private       []byte
 
-	disc      chan struct{} // closed when the connection is down
-	discOnce  sync.Once
-	stop      context.CancelFunc
-	watchDone chan struct{}
+	in       inbox         // the ID's events, from the hub
+	disc     chan struct{} // closed when the connection is down
+	discOnce sync.Once
+	selfDisc atomic.Bool // Close disconnected: down need not answer
 
 	closeMu sync.Mutex
 	closed  bool
+}
+
+// newConn is a Conn on hub h, its ID yet to come.
+func newConn(h *hub, c Config, name string) *Conn {
+	return &Conn{cfg: c, hub: h, name: name, disc: make(chan struct{}), in: inbox{wake: make(chan struct{}, 1)}}
 }
 
 // Dial connects to address ("192.0.2.1:7471", or a name the resolver
@@ -98,9 +105,9 @@ func Dial(ctx context.Context, address string, cfg *Config) (*Conn, error) {
 
 // dialRoute is the active side's start in port space ps, Dial's and
 // DialUD's: it checks ctx and cfg.PrivateData, resolves address, and
-// makes a Conn with an event channel and an ID whose address and route
-// are resolved (rdma_resolve_addr, rdma_resolve_route). On an error it
-// has destroyed what it made.
+// makes a Conn with an ID on the hub whose address and route are
+// resolved (rdma_resolve_addr, rdma_resolve_route). On an error it has
+// destroyed what it made.
 func dialRoute(ctx context.Context, address string, cfg *Config, ps PortSpace) (*Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &OpError{Op: "dial", Device: address, Err: ctxErr(err)}
@@ -113,11 +120,11 @@ func dialRoute(ctx context.Context, address string, cfg *Config, ps PortSpace) (
 	if err != nil {
 		return nil, &OpError{Op: "dial", Device: address, Err: err}
 	}
-	ch, err := NewEventChannel()
+	h, err := acquireHub()
 	if err != nil {
 		return nil, err
 	}
-	conn := &Conn{cfg: c, ch: ch, name: dst.String(), disc: make(chan struct{})}
+	conn := newConn(h, c, dst.String())
 	if err := conn.resolve(ctx, ps, dst); err != nil {
 		conn.teardown()
 		return nil, err
@@ -128,11 +135,12 @@ func dialRoute(ctx context.Context, address string, cfg *Config, ps PortSpace) (
 // resolve makes the Conn's ID in ps and resolves its address and route
 // to dst.
 func (c *Conn) resolve(ctx context.Context, ps PortSpace, dst netip.AddrPort) error {
-	id, err := c.ch.NewID(ps)
+	id, err := c.hub.ch.NewID(ps)
 	if err != nil {
 		return err
 	}
 	c.id = id
+	id.sink.Store(c)
 	id.setName(c.name)
 	if c.cfg.TOS != 0 {
 		if err := id.SetTOS(c.cfg.TOS); err != nil {
@@ -160,25 +168,29 @@ func pick(v, def uint8) uint8 {
 	return v
 }
 
-// await reads the Conn's channel until the event want, and returns a copy
-// of its private data; a failure event, or ctx's end, is op's error.
-// Other events are acknowledged and passed over.
+// await takes the Conn's events until the event want, and returns its
+// private data; a failure event, or ctx's end, is op's error. Other
+// events are passed over.
 func (c *Conn) await(ctx context.Context, op string, want EventType) ([]byte, error) {
+	e, err := c.awaitEvent(ctx, op, want)
+	return e.private, err
+}
+
+// awaitEvent is await, returning the whole event.
+func (c *Conn) awaitEvent(ctx context.Context, op string, want EventType) (connEvent, error) {
 	for {
-		ev, err := c.ch.Wait(ctx)
+		e, err := c.next(ctx)
 		if err != nil {
-			return nil, c.opErr(op, err)
+			return e, c.opErr(op, err)
 		}
-		t := ev.Type
+		t := e.typ
 		if t == want {
-			pd := append([]byte(nil), ev.Param.PrivateData...)
-			ev.Ack()
-			return pd, nil
+			return e, nil
 		}
 		switch t {
 		case EventAddrError, EventRouteError, EventConnectError, EventUnreachable, EventRejected,
 			EventDeviceRemoval, EventDisconnected:
-			err := ev.Err()
+			err := e.err()
 			if t == EventConnectError {
 				if cerr := c.id.connectErr(); cerr != nil {
 					err = cerr
@@ -187,10 +199,9 @@ func (c *Conn) await(ctx context.Context, op string, want EventType) ([]byte, er
 			if err == nil {
 				err = fmt.Errorf("%v: %w", t, errInvalid)
 			}
-			ev.Ack()
-			return nil, c.opErr(op, err)
+			return e, c.opErr(op, err)
 		}
-		ev.Ack() // ADDR_CHANGE, TIMEWAIT_EXIT: nothing to do here
+		// ADDR_CHANGE, TIMEWAIT_EXIT: nothing to do here
 	}
 }
 
@@ -226,7 +237,7 @@ func (c *Conn) setup() (maxResp, maxInit uint8, err error) {
 		}
 		maxResp, maxInit = uint8(min(attr.MaxQPRdAtom, 255)), uint8(min(attr.MaxQPInitRdAtom, 255))
 	} else {
-		if c.pd, err = c.id.PD(); err != nil {
+		if c.pd, err = c.id.pdOf(a); err != nil {
 			return 0, 0, err
 		}
 		d := c.id.device()
@@ -264,42 +275,14 @@ func (c *Conn) runSetup() error {
 	return nil
 }
 
-// start starts the goroutine that reads the established connection's
-// events.
-func (c *Conn) start() {
-	c.watchDone = make(chan struct{})
-	ctx, stop := context.WithCancel(context.Background())
-	c.stop = stop
-	go c.watch(ctx)
-}
-
-// watch reads the Conn's events until Close stops it: a DISCONNECTED
-// (the peer's disconnect, or the answer to ours) or DEVICE_REMOVAL takes
-// the connection down.
-func (c *Conn) watch(ctx context.Context) {
-	defer close(c.watchDone)
-	for {
-		ev, err := c.ch.Wait(ctx)
-		if err != nil {
-			if ctx.Err() == nil { // the channel failed: the connection is unusable
-				c.down()
-			}
-			return
-		}
-		t := ev.Type
-		ev.Ack()
-		if t == EventDisconnected || t == EventDeviceRemoval {
-			c.down()
-		}
-	}
-}
-
 // down takes the connection down once: the QP to the error state (its
-// posted work flushes), our DISCONNECT (which answers the peer's), and
-// Disconnected closed.
+// posted work flushes), our DISCONNECT (which answers the peer's) unless
+// Close sent one, and Disconnected closed.
 func (c *Conn) down() {
 	c.discOnce.Do(func() {
-		_ = c.id.Disconnect() // moves the QP to ERR first
+		if !c.selfDisc.Load() {
+			_ = c.id.Disconnect() // moves the QP to ERR first
+		}
 		close(c.disc)
 	})
 }
@@ -349,6 +332,7 @@ func (c *Conn) Close() error {
 	select {
 	case <-c.disc:
 	default:
+		c.selfDisc.Store(true)
 		_ = c.id.Disconnect()
 		t := time.NewTimer(c.cfg.CloseWait)
 		select {
@@ -357,8 +341,6 @@ func (c *Conn) Close() error {
 		}
 		t.Stop()
 	}
-	c.stop()
-	<-c.watchDone
 	c.discOnce.Do(func() { close(c.disc) })
 	return c.teardown()
 }
@@ -401,8 +383,8 @@ func (c *Conn) teardown() error {
 			keep(err)
 		}
 	}
-	if c.ch != nil {
-		_ = c.ch.Close()
+	if c.hub != nil {
+		c.hub.release()
 	}
 	return first
 }
@@ -624,8 +606,9 @@ func (r *Request) abandon() {
 
 // Accept accepts the request with cfg (nil: the listener's Config) and
 // returns the connection once the peer has confirmed it (ESTABLISHED),
-// or ctx ended. It moves the request's ID to a channel of the Conn's own,
-// so the Conn outlives the Listener.
+// or ctx ended. It moves the request's ID from the listener's channel to
+// the one the package's connections share, so the Conn outlives the
+// Listener.
 func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 	const op = "accept"
 	if r.id.ps.ud() {
@@ -671,7 +654,7 @@ func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 
 // migrate begins the passive side of Accept and AcceptUD: it claims the
 // request, takes cfg (nil: the listener's Config) and checks its private
-// data, then moves the request's ID to a Conn's own event channel. A UD
+// data, then moves the request's ID to the hub (rdma_migrate_id). A UD
 // request is checked against ctx here, since AcceptUD waits for nothing
 // afterwards (Accept's wait for ESTABLISHED checks it). On an error after
 // the claim the request is rejected and destroyed.
@@ -693,14 +676,15 @@ func (r *Request) migrate(ctx context.Context, op string, cfg *Config) (*Conn, e
 		r.id.abandon()
 		return nil, &OpError{Op: op, Device: r.remote.String(), Err: err}
 	}
-	ch, err := NewEventChannel()
+	h, err := acquireHub()
 	if err != nil {
 		r.id.abandon()
 		return nil, err
 	}
-	conn := &Conn{cfg: c, ch: ch, id: r.id, name: r.remote.String(), private: r.param.PrivateData,
-		disc: make(chan struct{})}
-	if err := r.id.Migrate(ch); err != nil {
+	conn := newConn(h, c, r.remote.String())
+	conn.id, conn.private = r.id, r.param.PrivateData
+	r.id.sink.Store(conn)
+	if err := r.id.Migrate(h.ch); err != nil {
 		r.id.abandon()
 		conn.teardown()
 		return nil, err

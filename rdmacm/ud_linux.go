@@ -66,6 +66,7 @@ func DialUD(ctx context.Context, address string, cfg *Config) (*UDConn, error) {
 	}
 	u.peer = UDPeer{QPN: p.QPNum, QKey: p.QKey, AH: ah}
 	conn.private = p.PrivateData
+	conn.start()
 	ok = true
 	return u, nil
 }
@@ -73,29 +74,8 @@ func DialUD(ctx context.Context, address string, cfg *Config) (*UDConn, error) {
 // awaitEstablished waits for the SIDR reply, ESTABLISHED (the kernel's:
 // UD has no RTU), and returns a copy of its UD parameters.
 func (u *UDConn) awaitEstablished(ctx context.Context) (UDParam, error) {
-	const op = "connect"
-	c := u.c
-	for {
-		ev, err := c.ch.Wait(ctx)
-		if err != nil {
-			return UDParam{}, c.opErr(op, err)
-		}
-		switch t := ev.Type; t {
-		case EventEstablished:
-			p := ev.UD
-			p.PrivateData = append([]byte(nil), p.PrivateData...)
-			ev.Ack()
-			return p, nil
-		case EventUnreachable, EventRejected, EventConnectError, EventDeviceRemoval, EventAddrError, EventRouteError:
-			err := ev.Err()
-			if err == nil {
-				err = fmt.Errorf("%v: %w", t, errInvalid)
-			}
-			ev.Ack()
-			return UDParam{}, &OpError{Op: op, Device: c.name, Err: err}
-		}
-		ev.Ack()
-	}
+	e, err := u.c.awaitEvent(ctx, "connect", EventEstablished)
+	return e.ud, err
 }
 
 // setup makes the UD QP (in RTS once attached), its CQ and channel, and
@@ -274,6 +254,7 @@ func (r *Request) AcceptUD(ctx context.Context, cfg *Config) (*UDConn, error) {
 	if err := r.id.Accept(&ConnParam{PrivateData: conn.cfg.PrivateData}); err != nil {
 		return nil, err
 	}
+	conn.start()
 	ok = true
 	return u, nil
 }
