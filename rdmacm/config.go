@@ -3,6 +3,7 @@ package rdmacm
 import (
 	"time"
 
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -43,6 +44,15 @@ type Config struct {
 	// (one uverbs.Context and PD per device per process), which
 	// Conn.PD returns.
 	PD *uverbs.PD
+	// CQ, when set, is the CQ the QP's send and receive queues use, in
+	// place of one the connection makes with a completion channel of its
+	// own: one CQ (and its channel) may serve many connections, as
+	// rdma_create_qp's send_cq and recv_cq do, and a server that polls
+	// one CQ for all of its connections saves a CQ and a file descriptor
+	// per connection. It needs PD, made on the same uverbs.Context. It
+	// stays the caller's: Close leaves it, and its channel, open; CQSize
+	// is not used.
+	CQ *cq.CQ
 
 	// Setup, when set, is called with the new Conn once its QP exists
 	// (in INIT) and before the connection is made: before Dial's

@@ -35,6 +35,8 @@ type Conn struct {
 	cc   *cq.Channel
 	cq   *cq.CQ
 	qp   *uverbs.QP
+	// ownCQ: cq and cc are the Conn's, not Config.CQ's.
+	ownCQ bool
 
 	local, remote netip.AddrPort
 	private       []byte
@@ -76,8 +78,7 @@ func Dial(ctx context.Context, address string, cfg *Config) (*Conn, error) {
 			conn.teardown()
 		}
 	}()
-	maxResp, maxInit, err := conn.setup()
-	if err != nil {
+	if err := conn.setup(); err != nil {
 		return nil, err
 	}
 	if err := conn.runSetup(); err != nil {
@@ -85,8 +86,8 @@ func Dial(ctx context.Context, address string, cfg *Config) (*Conn, error) {
 	}
 	p := ConnParam{
 		PrivateData:        c.PrivateData,
-		ResponderResources: pick(c.ResponderResources, maxResp),
-		InitiatorDepth:     pick(c.InitiatorDepth, maxInit),
+		ResponderResources: pick(c.ResponderResources, MaxResources),
+		InitiatorDepth:     pick(c.InitiatorDepth, MaxResources),
 		RetryCount:         c.RetryCount,
 		RNRRetryCount:      c.RNRRetryCount,
 	}
@@ -215,40 +216,38 @@ func (c *Conn) opErr(op string, err error) error {
 	return &OpError{Op: op, Device: c.name, Err: err}
 }
 
-// setup makes the connection's CQ, channel and QP on the ID's device and
-// attaches the QP to the ID (INIT). It returns the device's read and
-// atomic limits.
-func (c *Conn) setup() (maxResp, maxInit uint8, err error) {
+// setup makes the connection's CQ, channel and QP on the ID's device
+// (or takes Config's PD and CQ) and attaches the QP to the ID (INIT).
+func (c *Conn) setup() error {
 	const op = "create qp"
+	if c.cfg.CQ != nil && c.cfg.PD == nil {
+		return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.CQ without Config.PD, the PD on the CQ's device context: %w", errInvalid)}
+	}
 	a, err := c.id.query()
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	c.local, c.remote = a.Src.IP, a.Dst.IP
 	if c.cfg.PD != nil {
 		c.pd = c.cfg.PD
 		if g := uint64(c.pd.Context().Device().NodeGUID); g != a.NodeGUID {
-			return 0, 0, &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.PD is on %s (node GUID %#x), the address on node GUID %#x: %w",
+			return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.PD is on %s (node GUID %#x), the address on node GUID %#x: %w",
 				c.pd.Context().Device().Name, g, a.NodeGUID, errInvalid)}
 		}
-		attr, err := c.pd.Context().QueryDevice()
-		if err != nil {
-			return 0, 0, err
-		}
-		maxResp, maxInit = uint8(min(attr.MaxQPRdAtom, 255)), uint8(min(attr.MaxQPInitRdAtom, 255))
+	} else if c.pd, err = c.id.pdOf(a); err != nil {
+		return err
+	}
+	if c.cfg.CQ != nil {
+		c.cq, c.cc = c.cfg.CQ, c.cfg.CQ.Channel()
 	} else {
-		if c.pd, err = c.id.pdOf(a); err != nil {
-			return 0, 0, err
+		c.ownCQ = true
+		ctx := c.pd.Context()
+		if c.cc, err = ctx.NewCompChannel(); err != nil {
+			return err
 		}
-		d := c.id.device()
-		maxResp, maxInit = d.maxResp, d.maxInit
-	}
-	ctx := c.pd.Context()
-	if c.cc, err = ctx.NewCompChannel(); err != nil {
-		return 0, 0, err
-	}
-	if c.cq, err = ctx.NewCQ(cq.Config{Size: c.cfg.CQSize, Channel: c.cc}); err != nil {
-		return 0, 0, err
+		if c.cq, err = ctx.NewCQ(cq.Config{Size: c.cfg.CQSize, Channel: c.cc}); err != nil {
+			return err
+		}
 	}
 	qpt := uverbs.RC
 	if c.id.ps.ud() {
@@ -256,12 +255,9 @@ func (c *Conn) setup() (maxResp, maxInit uint8, err error) {
 	}
 	c.qp, err = c.pd.NewQP(uverbs.QPConfig{Type: qpt, SendCQ: c.cq, RecvCQ: c.cq, Cap: c.cfg.Cap, SigAll: c.cfg.SigAll})
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
-	if err := c.id.AttachQP(c.qp); err != nil {
-		return 0, 0, err
-	}
-	return maxResp, maxInit, nil
+	return c.id.AttachQP(c.qp)
 }
 
 // runSetup calls Config.Setup, if set.
@@ -294,11 +290,13 @@ func (c *Conn) Disconnected() <-chan struct{} { return c.disc }
 // QP returns the connection's queue pair (RC, in RTS).
 func (c *Conn) QP() *uverbs.QP { return c.qp }
 
-// CQ returns the completion queue the QP's send and receive queues share.
+// CQ returns the completion queue the QP's send and receive queues share:
+// the Conn's own, or Config.CQ.
 func (c *Conn) CQ() *cq.CQ { return c.cq }
 
 // CompChannel returns the CQ's completion channel, to wait for its
-// events (CQ.ReqNotify, then Channel.Wait).
+// events (CQ.ReqNotify, then Channel.Wait); with Config.CQ, that CQ's
+// (nil if it has none).
 func (c *Conn) CompChannel() *cq.Channel { return c.cc }
 
 // PD returns the protection domain of the QP, for memory registration:
@@ -369,10 +367,10 @@ func (c *Conn) teardown() error {
 	if c.qp != nil {
 		keep(c.qp.Close())
 	}
-	if c.cq != nil {
+	if c.cq != nil && c.ownCQ {
 		keep(c.cq.Close())
 	}
-	if c.cc != nil {
+	if c.cc != nil && c.ownCQ {
 		// The user may have closed the channel to wake a Wait on it.
 		if err := c.cc.Close(); err != nil && !errors.Is(err, cq.ErrClosed) {
 			keep(err)
@@ -625,7 +623,7 @@ func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 			conn.teardown()
 		}
 	}()
-	maxResp, maxInit, err := conn.setup()
+	err = conn.setup()
 	if err == nil {
 		err = conn.runSetup()
 	}
@@ -634,11 +632,12 @@ func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 		return nil, err
 	}
 	// The peer's offer, seen from here (the kernel swaps them), capped
-	// by the device, unless the Config says otherwise.
+	// by the device (ID.Accept's MaxResources), unless the Config says
+	// otherwise.
 	p := ConnParam{
 		PrivateData:        c.PrivateData,
-		ResponderResources: pick(c.ResponderResources, min(r.param.ResponderResources, maxResp)),
-		InitiatorDepth:     pick(c.InitiatorDepth, min(r.param.InitiatorDepth, maxInit)),
+		ResponderResources: pick(c.ResponderResources, MaxResources),
+		InitiatorDepth:     pick(c.InitiatorDepth, MaxResources),
 		RNRRetryCount:      c.RNRRetryCount,
 	}
 	if err := r.id.Accept(&p); err != nil {

@@ -82,7 +82,7 @@ func (u *UDConn) awaitEstablished(ctx context.Context) (UDParam, error) {
 // runs Config.SetupUD.
 func (u *UDConn) setup() error {
 	c := u.c
-	if _, _, err := c.setup(); err != nil {
+	if err := c.setup(); err != nil {
 		return err
 	}
 	a, _, err := c.id.InitQPAttr(uverbs.QPInit)
