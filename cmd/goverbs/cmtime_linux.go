@@ -24,7 +24,8 @@ func init() { registerInterruptible("cmtime", cmtimeSummary, cmtimeTo) }
 // cmtime, as rdma-core's: the client makes every connection at once and
 // waits for them all, then closes them all at once; the server accepts
 // until it is interrupted, closing each connection when its peer
-// disconnects. Where cmtime times each librdmacm step (create id,
+// disconnects. As cmtime's, the connections of each side share one CQ
+// (cmtimeShared). Where cmtime times each librdmacm step (create id,
 // resolve addr, resolve route, create qp, connect, disconnect, destroy),
 // goverbs times the two calls that do them: rdmacm.Dial and Conn.Close.
 func cmtimeTo(ctx context.Context, stdout, stderr io.Writer, args []string) int {
@@ -70,9 +71,70 @@ func cmtimeConn() *rdmacm.Config {
 	}
 }
 
+// cmtimeShared opens the device whose GID table holds ip, with the PD and
+// the CQ that every connection's QP shares, as cmtime's do: librdmacm
+// writes the CQs it makes for cmtime's first QP into the QP attributes
+// that cmtime gives every rdma_create_qp, so all of its connections use
+// the first one's. close closes them.
+func cmtimeShared(ip netip.Addr, cfg *rdmacm.Config) (close func(), err error) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range devs {
+		vctx, err := d.Open()
+		if err != nil {
+			continue
+		}
+		if _, err := vctx.FindGID(1, uverbs.GIDTypeRoCEv2, ip); err != nil {
+			vctx.Close()
+			continue
+		}
+		pd, err := vctx.AllocPD()
+		if err != nil {
+			vctx.Close()
+			return nil, err
+		}
+		q, err := vctx.NewCQ(cq.Config{Size: 2 * cmtimeCQPerConn})
+		if err != nil {
+			pd.Close()
+			vctx.Close()
+			return nil, err
+		}
+		cfg.PD, cfg.CQ = pd, q
+		return func() { q.Close(); pd.Close(); vctx.Close() }, nil
+	}
+	return nil, fmt.Errorf("no RDMA device has address %v", ip)
+}
+
+// cmtimeCQPerConn is the shared CQ's size, as cmtime's first connection
+// makes it: one entry for its one send and one receive request.
+const cmtimeCQPerConn = 1
+
+// localAddr is the address this host reaches server from.
+func localAddr(server string) (netip.Addr, error) {
+	ip, err := netip.ParseAddr(server)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 9)))
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
 func cmtimeClient(ctx context.Context, out io.Writer, c *cmtimeConfig) error {
 	addr := net.JoinHostPort(c.server, strconv.Itoa(c.port))
 	cfg := cmtimeConn()
+	if local, err := localAddr(c.server); err == nil { // else a name: each connection makes its own CQ
+		closeShared, err := cmtimeShared(local, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeShared()
+	}
 	conns := make([]*rdmacm.Conn, c.conns)
 	errs := make([]error, c.conns)
 	took := make([]time.Duration, c.conns)
@@ -129,7 +191,19 @@ func cmtimeClient(ctx context.Context, out io.Writer, c *cmtimeConfig) error {
 }
 
 func cmtimeServer(ctx context.Context, out, errOut io.Writer, c *cmtimeConfig) error {
-	l, err := rdmacm.Listen(ctx, net.JoinHostPort(c.bind, strconv.Itoa(c.port)), cmtimeConn())
+	cfg := cmtimeConn()
+	if c.bind != "" { // else the connections may come to any device: each makes its own CQ
+		ip, err := netip.ParseAddr(c.bind)
+		if err != nil {
+			return fmt.Errorf("-b takes an IP address: %w", err)
+		}
+		closeShared, err := cmtimeShared(ip, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeShared()
+	}
+	l, err := rdmacm.Listen(ctx, net.JoinHostPort(c.bind, strconv.Itoa(c.port)), cfg)
 	if err != nil {
 		return err
 	}
