@@ -540,12 +540,7 @@ func (id *ID) Listen(backlog int) error {
 // Addrs returns the ID's local and remote address and port, as far as
 // they are known (rdma_get_local_addr, rdma_get_peer_addr).
 func (id *ID) Addrs() (local, remote netip.AddrPort, err error) {
-	var a ucma.AddrInfo
-	err = id.do("query addr", func(c *ucma.Conn, kid uint32) error {
-		var qerr error
-		a, qerr = c.QueryAddr(kid)
-		return qerr
-	})
+	a, err := id.query()
 	return a.Src.IP, a.Dst.IP, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/ucma"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -37,6 +38,9 @@ type Conn struct {
 	qp   *uverbs.QP
 	// ownCQ: cq and cc are the Conn's, not Config.CQ's.
 	ownCQ bool
+	// addr is the ID's addresses and device, where the listener asked
+	// the kernel already (setup asks otherwise).
+	addr *ucma.AddrInfo
 
 	local, remote netip.AddrPort
 	private       []byte
@@ -223,8 +227,13 @@ func (c *Conn) setup() error {
 	if c.cfg.CQ != nil && c.cfg.PD == nil {
 		return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.CQ without Config.PD, the PD on the CQ's device context: %w", errInvalid)}
 	}
-	a, err := c.id.query()
-	if err != nil {
+	var (
+		a   ucma.AddrInfo
+		err error
+	)
+	if c.addr != nil {
+		a = *c.addr
+	} else if a, err = c.id.query(); err != nil {
 		return err
 	}
 	c.local, c.remote = a.Src.IP, a.Dst.IP
@@ -474,7 +483,10 @@ func (l *Listener) serve(ctx context.Context) {
 			r.param = ev.Param
 			r.param.PrivateData = append([]byte(nil), ev.Param.PrivateData...)
 			ev.Ack()
-			r.local, r.remote, _ = r.id.Addrs()
+			if a, err := r.id.query(); err == nil {
+				r.addr = &a
+				r.local, r.remote = a.Src.IP, a.Dst.IP
+			}
 			r.id.setName(r.remote.String())
 			select {
 			case l.reqs <- r:
@@ -569,6 +581,7 @@ type Request struct {
 	l             *Listener
 	id            *ID
 	param         ConnParam
+	addr          *ucma.AddrInfo // the kernel's view of the id, if it gave one
 	local, remote netip.AddrPort
 	mu            sync.Mutex
 	answered      bool
@@ -681,7 +694,7 @@ func (r *Request) migrate(ctx context.Context, op string, cfg *Config) (*Conn, e
 		return nil, err
 	}
 	conn := newConn(h, c, r.remote.String())
-	conn.id, conn.private = r.id, r.param.PrivateData
+	conn.id, conn.private, conn.addr = r.id, r.param.PrivateData, r.addr
 	r.id.sink.Store(conn)
 	if err := r.id.Migrate(h.ch); err != nil {
 		r.id.abandon()
