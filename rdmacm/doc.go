@@ -18,13 +18,18 @@
 //	conn, err := l.Accept(ctx)                        // on one side
 //	conn, err := rdmacm.Dial(ctx, "192.0.2.1:7471", nil) // on the other
 //
-// Each Conn and Listener reads its connection-manager events on a
-// goroutine of its own; the IDs of accepted connections move to a
-// channel of their own, so a Conn outlives its Listener. When the peer
-// disconnects, the Conn moves its QP to the error state (posted work
-// flushes once) and closes [Conn.Disconnected]. [Conn.Close] disconnects,
+// The process's connections share one rdma_cm channel, open while any
+// connection is, and one goroutine reads it for them all: a connection
+// costs neither a file nor a goroutine of its own, as a librdmacm
+// program's IDs share its one channel. Each Listener reads its requests
+// on a channel and goroutine of its own; an accepted connection's ID
+// moves to the shared channel, so a Conn outlives its Listener. When the
+// peer disconnects, the Conn's QP goes to the error state (posted work
+// flushes once) and [Conn.Disconnected] closes. [Conn.Close] disconnects,
 // waits at most Config.CloseWait for the peer's answer (rxe's CM would
-// otherwise wait about 100 s) and destroys the QP, CQ and ID.
+// otherwise wait about 100 s) and destroys the QP, CQ and ID. A Conn
+// makes its own CQ and completion channel, unless Config.CQ gives one
+// that many connections share.
 //
 // # Datagrams
 //
