@@ -2,6 +2,8 @@ package cq
 
 import (
 	"encoding/binary"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +19,7 @@ func closeFD(fd int) { unix.Close(fd) }
 func (ch *Channel) readEvents(limit int) {
 	ch.lastRead = 0
 	for ch.n < len(ch.pending) && ch.lastRead < limit {
-		n, err := unix.Read(ch.fd, ch.rbuf[:])
+		n, err := rawRead(ch.fd, ch.rbuf[:])
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -34,4 +36,18 @@ func (ch *Channel) readEvents(limit int) {
 		ch.n++
 		ch.lastRead++
 	}
+}
+
+// rawRead is read(2) through RawSyscall6: the channel's fd is
+// non-blocking (setNonblock), so the call returns at once. A Syscall's
+// scheduler entry would also wake the runtime's sysmon thread whenever
+// the process was idle, as a Wait that found the channel empty and
+// parked leaves it: two thread switches for every event, about 8,000
+// instructions a transfer of the counted rdmanet ping-pong on 6.1.
+func rawRead(fd int, b []byte) (int, error) {
+	n, _, e := syscall.RawSyscall6(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
