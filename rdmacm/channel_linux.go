@@ -668,9 +668,9 @@ func (id *ID) AttachQP(qp *uverbs.QP) error {
 	if err != nil {
 		return err
 	}
-	if pa, err := qp.PD().Context().QueryPort(int(a.Port)); err == nil {
+	if ll, err := linkLayer(qp.PD().Context(), a.Port); err == nil {
 		id.mu.Lock()
-		id.linkIB = pa.LinkLayer == uverbs.LinkLayerInfiniBand
+		id.linkIB = ll == uverbs.LinkLayerInfiniBand
 		id.mu.Unlock()
 	}
 	if err := qp.Modify(&a, m); err != nil {
@@ -687,15 +687,44 @@ func (id *ID) AttachQP(qp *uverbs.QP) error {
 	return nil
 }
 
+// portKey names a device's port.
+type portKey struct {
+	guid uverbs.GUID
+	port uint8
+}
+
+// linkLayers holds each device port's link layer, which never changes:
+// the kernel is asked once per port, as librdmacm reads its ports once
+// per device.
+var linkLayers sync.Map // portKey -> uverbs.LinkLayer
+
+// linkLayer returns the link layer under port of ctx's device.
+func linkLayer(ctx *uverbs.Context, port uint8) (uverbs.LinkLayer, error) {
+	k := portKey{ctx.Device().NodeGUID, port}
+	if ll, ok := linkLayers.Load(k); ok {
+		return ll.(uverbs.LinkLayer), nil
+	}
+	pa, err := ctx.QueryPort(int(port))
+	if err != nil {
+		return 0, err
+	}
+	linkLayers.Store(k, pa.LinkLayer)
+	return pa.LinkLayer, nil
+}
+
 // modifyQP moves the ID's QP to state with the connection manager's
-// attributes, then fix's changes.
-func (id *ID) modifyQP(qp *uverbs.QP, state uverbs.QPState, fix func(*uverbs.QPAttr)) error {
+// attributes, resp and init, unless 0xff, replacing its read and atomic
+// depths (as target, in RTR, and initiator, in RTS).
+func (id *ID) modifyQP(qp *uverbs.QP, state uverbs.QPState, resp, init uint8) error {
 	a, m, err := id.InitQPAttr(state)
 	if err != nil {
 		return err
 	}
-	if fix != nil {
-		fix(&a)
+	if state == uverbs.QPRTR && resp != uapi.RDMA_MAX_RESP_RES {
+		a.MaxDestRdAtomic = resp
+	}
+	if state == uverbs.QPRTS && init != uapi.RDMA_MAX_INIT_DEPTH {
+		a.MaxRdAtomic = init
 	}
 	if err := qp.Modify(&a, m); err != nil {
 		return &OpError{Op: "modify qp", Device: id.where(), Err: err}
@@ -707,21 +736,12 @@ func (id *ID) modifyQP(qp *uverbs.QP, state uverbs.QPState, fix func(*uverbs.QPA
 // exchange settled), RTR and RTS; resp and init, unless 0xff, replace the
 // kernel's read and atomic depths (as target and initiator).
 func (id *ID) readyQP(qp *uverbs.QP, resp, init uint8) error {
-	if err := id.modifyQP(qp, uverbs.QPInit, nil); err != nil {
-		return err
-	}
-	if err := id.modifyQP(qp, uverbs.QPRTR, func(a *uverbs.QPAttr) {
-		if resp != uapi.RDMA_MAX_RESP_RES {
-			a.MaxDestRdAtomic = resp
+	for _, state := range [...]uverbs.QPState{uverbs.QPInit, uverbs.QPRTR, uverbs.QPRTS} {
+		if err := id.modifyQP(qp, state, resp, init); err != nil {
+			return err
 		}
-	}); err != nil {
-		return err
 	}
-	return id.modifyQP(qp, uverbs.QPRTS, func(a *uverbs.QPAttr) {
-		if init != uapi.RDMA_MAX_INIT_DEPTH {
-			a.MaxRdAtomic = init
-		}
-	})
+	return nil
 }
 
 // qpToErr moves the ID's QP, if any, to the error state: its posted work

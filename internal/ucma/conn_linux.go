@@ -98,14 +98,26 @@ func (c *Conn) SyscallConn() syscall.RawConn { return c.rc }
 func (c *Conn) File() *os.File { return c.f }
 
 // write sends cm on fd, or to the test's kernel.
-func (c *Conn) write(fd uintptr, cm *cmd) unix.Errno {
+func (c *Conn) write(fd uintptr, cm *cmd) unix.Errno { return c.writeVia(fd, cm, false) }
+
+// writeVia is write, through RawSyscall if raw (for a command that
+// returns at once).
+func (c *Conn) writeVia(fd uintptr, cm *cmd, raw bool) unix.Errno {
 	if c.kernel != nil {
 		return c.kernel(cm)
 	}
 	req := cm.request()
-	// Syscall, not RawSyscall: DESTROY_ID waits for the CM, and
-	// RESOLVE_* and CONNECT send packets.
-	n, _, e := syscall.Syscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(req))), uintptr(len(req)))
+	var (
+		n uintptr
+		e syscall.Errno
+	)
+	if raw {
+		n, _, e = syscall.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(req))), uintptr(len(req)))
+	} else {
+		// Syscall, not RawSyscall, for the rest: DESTROY_ID waits for
+		// the CM, and RESOLVE_* and CONNECT send packets.
+		n, _, e = syscall.Syscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(req))), uintptr(len(req)))
+	}
 	runtime.KeepAlive(cm) // the kernel wrote to its response memory until here
 	if e != 0 {
 		return e
@@ -421,8 +433,12 @@ func (c *Conn) GetEvent() (Event, error) {
 	return ev, nil
 }
 
-// getEventFD writes the GET_EVENT command; GetEvent holds evMu.
-func (c *Conn) getEventFD(fd uintptr) { c.evErr = c.write(fd, c.ev) }
+// getEventFD writes the GET_EVENT command; GetEvent holds evMu. The fd
+// is non-blocking, so GET_EVENT returns at once, with an event or
+// EAGAIN: RawSyscall, since a Syscall's scheduler entry would wake the
+// runtime's sysmon thread each time the channel's reader comes back
+// from the poller to an idle process (two thread switches an event).
+func (c *Conn) getEventFD(fd uintptr) { c.evErr = c.writeVia(fd, c.ev, true) }
 
 // SetOption sets an id's option: level uapi.RDMA_OPTION_ID or
 // RDMA_OPTION_IB, name RDMA_OPTION_ID_* or RDMA_OPTION_IB_PATH, val its
