@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -162,17 +163,7 @@ func TestChannelOneFD(t *testing.T) {
 // epolls counts this process's epoll instances.
 func epolls(t *testing.T) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == "anon_inode:[eventpoll]" {
-			n++
-		}
-	}
-	return n
+	return testutil.FDsTo(t, "anon_inode:[eventpoll]")
 }
 
 // A Wait or TryWait that finds events queued reads one of them (one

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -246,27 +247,12 @@ func TestManyConnections(t *testing.T) {
 	// baseline as it is in the loop.
 	c0, s0 := pair(t, l, nil)
 	_, _ = c0, s0
-	fds := countFDs(t)
+	fds := testutil.OpenFDs(t)
 	base := rdmatest.RXECounts(t)
 	start := time.Now()
 	const n = 200
 	for i := range n {
-		acc := make(chan *Conn, 1)
-		go func() {
-			c, err := l.Accept(timeout(t))
-			if err != nil {
-				t.Error(err)
-			}
-			acc <- c
-		}()
-		c, err := Dial(timeout(t), l.Addr().String(), nil)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		s := <-acc
-		if s == nil {
-			t.FailNow()
-		}
+		c, s := dialAccept(t, l, nil)
 		if err := c.Close(); err != nil {
 			t.Fatalf("connection %d: client close: %v", i, err)
 		}
@@ -276,16 +262,7 @@ func TestManyConnections(t *testing.T) {
 	}
 	t.Logf("%d connections in %v (%v each)", n, time.Since(start), time.Since(start)/n)
 	waitCounts(t, base)
-	if got := countFDs(t); got != fds {
+	if got := testutil.OpenFDs(t); got != fds {
 		t.Errorf("%d fds open, %d before", got, fds)
 	}
-}
-
-func countFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
 }

@@ -60,6 +60,15 @@ func listen(t testing.TB, n int, cfg *Config) *Listener {
 // pair dials l and accepts the connection, both closed when the test ends.
 func pair(t testing.TB, l *Listener, dcfg *Config) (cli, srv *Conn) {
 	t.Helper()
+	cli, srv = dialAccept(t, l, dcfg)
+	t.Cleanup(func() { cli.Close() })
+	t.Cleanup(func() { srv.Close() })
+	return cli, srv
+}
+
+// dialAccept dials l and accepts the connection, for the caller to close.
+func dialAccept(t testing.TB, l *Listener, dcfg *Config) (cli, srv *Conn) {
+	t.Helper()
 	type res struct {
 		c   *Conn
 		err error
@@ -73,12 +82,11 @@ func pair(t testing.TB, l *Listener, dcfg *Config) (cli, srv *Conn) {
 	if err != nil {
 		t.Fatalf("dial %v: %v", l.Addr(), err)
 	}
-	t.Cleanup(func() { cli.Close() })
 	r := <-acc
 	if r.err != nil {
+		cli.Close()
 		t.Fatalf("accept: %v", r.err)
 	}
-	t.Cleanup(func() { r.c.Close() })
 	return cli, r.c
 }
 

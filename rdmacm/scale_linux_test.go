@@ -1,8 +1,6 @@
 package rdmacm
 
 import (
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -12,24 +10,12 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
+// cmDevice is the rdma_cm device, as /proc/self/fd names an event
+// channel's file.
+const cmDevice = "/dev/infiniband/rdma_cm"
+
 // smallCap is cmtime's QP: one request of one SGE each way.
 var smallCap = uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
-
-// cmFDs counts the process's open rdma_cm files (event channels).
-func cmFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == "/dev/infiniband/rdma_cm" {
-			n++
-		}
-	}
-	return n
-}
 
 // TestThousandConnections holds 1,000 accepted connections (and their
 // 1,000 dialed peers, in the same process) open at once: they share the
@@ -52,7 +38,7 @@ func TestThousandConnections(t *testing.T) {
 	defer shared.Close()
 	cfg := &Config{PD: pd, CQ: shared, Cap: smallCap, Backlog: 64}
 	l := listen(t, 14, cfg)
-	fds, cms := countFDs(t), cmFDs(t)
+	fds, cms := testutil.OpenFDs(t), testutil.FDsTo(t, cmDevice)
 	n := 1000
 	if testutil.Race {
 		n = 200
@@ -64,29 +50,13 @@ func TestThousandConnections(t *testing.T) {
 		}
 	}()
 	for i := range n {
-		acc := make(chan *Conn, 1)
-		go func() {
-			c, err := l.Accept(timeout(t))
-			if err != nil {
-				t.Error(err)
-			}
-			acc <- c
-		}()
-		c, err := Dial(timeout(t), l.Addr().String(), cfg)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		conns = append(conns, c)
-		s := <-acc
-		if s == nil {
-			t.FailNow()
-		}
-		conns = append(conns, s)
+		c, s := dialAccept(t, l, cfg)
+		conns = append(conns, c, s)
 		if s.CQ() != shared || s.CompChannel() != nil {
 			t.Fatalf("connection %d: CQ %p, channel %p; want Config.CQ %p and its channel, none", i, s.CQ(), s.CompChannel(), shared)
 		}
 	}
-	gotFDs, gotCMs := countFDs(t), cmFDs(t)
+	gotFDs, gotCMs := testutil.OpenFDs(t), testutil.FDsTo(t, cmDevice)
 	t.Logf("%d connections open: %d fds (%d before), %d of them rdma_cm (%d before)", len(conns), gotFDs, fds, gotCMs, cms)
 	if gotCMs > cms+1 {
 		t.Errorf("%d rdma_cm files with %d connections open, %d before: want at most one more (the connections' shared one)", gotCMs, len(conns), cms)
@@ -100,7 +70,7 @@ func TestThousandConnections(t *testing.T) {
 		}
 	}
 	conns = nil
-	if got := cmFDs(t); got != cms {
+	if got := testutil.FDsTo(t, cmDevice); got != cms {
 		t.Errorf("%d rdma_cm files once all are closed, %d before", got, cms)
 	}
 }
@@ -121,23 +91,8 @@ func TestDialAcceptAllocs(t *testing.T) {
 	c0, s0 := pair(t, l, &Config{Cap: smallCap}) // the device, hub and goroutines warm
 	defer c0.Close()
 	defer s0.Close()
-	acc := make(chan *Conn, 1)
 	avg := testing.AllocsPerRun(20, func() {
-		go func() {
-			c, err := l.Accept(timeout(t))
-			if err != nil {
-				t.Error(err)
-			}
-			acc <- c
-		}()
-		c, err := Dial(timeout(t), l.Addr().String(), &Config{Cap: smallCap})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := <-acc
-		if s == nil {
-			t.FailNow()
-		}
+		c, s := dialAccept(t, l, &Config{Cap: smallCap})
 		c.Close()
 		s.Close()
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -184,11 +185,17 @@ func TestProviderSRQSharedByQPs(t *testing.T) {
 	}
 
 	one := []uverbs.RecvWR{{WRID: 7, SGL: []uverbs.SGE{rdmatest.SGE(t, r.mr, 0, srqSlot)}}}
-	if n := testing.AllocsPerRun(10, func() {
-		if _, err := r.srq.PostRecv(one); err != nil {
-			t.Fatal(err)
-		}
-	}); n != 0 {
+	// The model's device goroutine runs beside the loop, and what it
+	// allocates counts too: the least of three measures is PostRecv's.
+	n := math.Inf(1)
+	for range 3 {
+		n = min(n, testing.AllocsPerRun(5, func() {
+			if _, err := r.srq.PostRecv(one); err != nil {
+				t.Fatal(err)
+			}
+		}))
+	}
+	if n != 0 {
 		t.Errorf("PostRecv allocates %v times", n)
 	}
 	if err := r.srq.Close(); !errors.Is(err, unix.EBUSY) {

@@ -43,6 +43,24 @@ func OpenFDs(tb testing.TB) int {
 	return len(ents)
 }
 
+// FDsTo returns how many of the process's file descriptors are open on
+// target, as /proc/self/fd's links name it ("/dev/infiniband/rdma_cm",
+// "anon_inode:[eventpoll]").
+func FDsTo(tb testing.TB, target string) int {
+	tb.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatalf("counting fds: %v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == target {
+			n++
+		}
+	}
+	return n
+}
+
 // CheckFDLeak fails the test if it ends with more fds open than it began.
 func CheckFDLeak(tb testing.TB) {
 	tb.Helper()
