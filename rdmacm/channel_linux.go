@@ -93,12 +93,7 @@ func (ch *EventChannel) Close() error {
 	if !ch.closed.CompareAndSwap(false, true) {
 		return &OpError{Op: "destroy event channel", Device: "rdma_cm", Err: ErrClosed}
 	}
-	ch.mu.Lock()
-	ids := make([]*ID, 0, len(ch.ids))
-	for _, id := range ch.ids {
-		ids = append(ids, id)
-	}
-	ch.mu.Unlock()
+	ids := ch.registered()
 	err := ch.c.Close() // wakes a parked Wait; the kernel destroys every id on the fd
 	for _, id := range ids {
 		id.gone(ch)
@@ -107,6 +102,17 @@ func (ch *EventChannel) Close() error {
 		return rewrap("destroy event channel", "rdma_cm", err)
 	}
 	return nil
+}
+
+// registered returns the IDs on the channel now.
+func (ch *EventChannel) registered() []*ID {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ids := make([]*ID, 0, len(ch.ids))
+	for _, id := range ch.ids {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 func (ch *EventChannel) register(id *ID) {
@@ -562,10 +568,7 @@ func (id *ID) query() (ucma.AddrInfo, error) {
 // resolution, or in a CONNECT_REQUEST. The PD stays valid while the ID
 // is open.
 func (id *ID) PD() (*uverbs.PD, error) {
-	id.mu.Lock()
-	d := id.dev
-	id.mu.Unlock()
-	if d != nil {
+	if d := id.device(); d != nil {
 		return d.pd, nil
 	}
 	a, err := id.query()
@@ -578,10 +581,7 @@ func (id *ID) PD() (*uverbs.PD, error) {
 // pdOf is PD, with the ID's addresses and device as the kernel gave
 // them (ID.query).
 func (id *ID) pdOf(a ucma.AddrInfo) (*uverbs.PD, error) {
-	id.mu.Lock()
-	d := id.dev
-	id.mu.Unlock()
-	if d != nil {
+	if d := id.device(); d != nil {
 		return d.pd, nil
 	}
 	d, err := acquireDevice(a)

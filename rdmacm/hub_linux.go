@@ -98,13 +98,7 @@ func (h *hub) fail(err error) {
 		hubs.cur = nil
 	}
 	hubs.mu.Unlock()
-	h.ch.mu.Lock()
-	ids := make([]*ID, 0, len(h.ch.ids))
-	for _, id := range h.ch.ids {
-		ids = append(ids, id)
-	}
-	h.ch.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range h.ch.registered() {
 		if c := id.sink.Load(); c != nil {
 			c.deliver(connEvent{fail: err})
 		}
