@@ -125,7 +125,8 @@ func (e *connEvent) err() error { return statusErr(e.typ, e.status, e.private) }
 // DISCONNECTED or DEVICE_REMOVAL, and drops its other events.
 type inbox struct {
 	mu   sync.Mutex
-	q    []connEvent
+	q    []connEvent // on buf, where two events (a setup's most) fit
+	buf  [2]connEvent
 	up   bool
 	wake chan struct{} // a token once events are queued
 }
@@ -157,7 +158,9 @@ func (c *Conn) next(ctx context.Context) (connEvent, error) {
 		in.mu.Lock()
 		if len(in.q) > 0 {
 			e := in.q[0]
-			in.q = in.q[1:]
+			n := copy(in.q, in.q[1:]) // staying on the same array
+			in.q[n] = connEvent{}
+			in.q = in.q[:n]
 			in.mu.Unlock()
 			if e.fail != nil {
 				return e, e.fail
@@ -181,7 +184,7 @@ func (c *Conn) start() {
 	in.mu.Lock()
 	in.up = true
 	q := in.q
-	in.q = nil
+	in.q = nil // q's array is buf: up, deliver queues nothing more
 	in.mu.Unlock()
 	for _, e := range q {
 		if e.fail != nil || e.typ == EventDisconnected || e.typ == EventDeviceRemoval {

@@ -39,6 +39,7 @@ type UDConn struct {
 // A refusal (nobody listens, or the peer's Request.Reject) is an error
 // wrapping a *SIDRError, which errors.Is treats as syscall.ECONNREFUSED.
 func DialUD(ctx context.Context, address string, cfg *Config) (*UDConn, error) {
+	growStack()
 	conn, err := dialRoute(ctx, address, cfg, PortSpaceUDP)
 	if err != nil {
 		return nil, err
@@ -233,6 +234,7 @@ func (l *UDListener) Close() error { return l.l.Close() }
 // peer's first datagram.
 func (r *Request) AcceptUD(ctx context.Context, cfg *Config) (*UDConn, error) {
 	const op = "accept"
+	growStack()
 	if !r.id.ps.ud() {
 		return nil, &OpError{Op: op, Device: r.remote.String(), Err: fmt.Errorf("not a UD request: use Accept: %w", errInvalid)}
 	}

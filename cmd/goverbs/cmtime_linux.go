@@ -135,23 +135,14 @@ func cmtimeClient(ctx context.Context, out io.Writer, c *cmtimeConfig) error {
 		}
 		defer closeShared()
 	}
-	conns := make([]*rdmacm.Conn, c.conns)
+	// Each connection is one goroutine's, as a Go client's connections
+	// are: it dials, waits for the disconnect step, and closes.
+	steps := []cmtimeStep{{name: "connect"}, {name: "disconnect"}}
 	errs := make([]error, c.conns)
 	took := make([]time.Duration, c.conns)
-	// each runs f for every connection at once and times the whole and
-	// each; it returns the first error and how many failed.
-	each := func(step *cmtimeStep, f func(i int) error) error {
-		start := time.Now()
-		var wg sync.WaitGroup
-		for i := range c.conns {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t0 := time.Now()
-				errs[i] = f(i)
-				took[i] = time.Since(t0)
-			}()
-		}
+	// collect waits for every connection's step and times the whole;
+	// it returns the first error and how many failed.
+	collect := func(step *cmtimeStep, start time.Time, wg *sync.WaitGroup) error {
 		wg.Wait()
 		step.total = time.Since(start)
 		var first error
@@ -170,20 +161,38 @@ func cmtimeClient(ctx context.Context, out io.Writer, c *cmtimeConfig) error {
 		}
 		return nil
 	}
-	steps := []cmtimeStep{{name: "connect"}, {name: "disconnect"}}
-	err := each(&steps[0], func(i int) (err error) {
-		conns[i], err = rdmacm.Dial(ctx, addr, cfg)
-		return err
-	})
-	if err != nil {
-		for _, conn := range conns {
-			if conn != nil {
-				conn.Close()
+	var dialed, closed sync.WaitGroup
+	disconnect := make(chan struct{}) // closed to start the disconnect step
+	timed := false                    // whether it is timed, set before the close
+	start := time.Now()
+	for i := range c.conns {
+		dialed.Add(1)
+		closed.Add(1)
+		go func() {
+			defer closed.Done()
+			t0 := time.Now()
+			conn, err := rdmacm.Dial(ctx, addr, cfg)
+			errs[i], took[i] = err, time.Since(t0)
+			dialed.Done()
+			<-disconnect
+			if conn == nil {
+				return
 			}
-		}
+			t0 = time.Now()
+			err = conn.Close()
+			if timed {
+				errs[i], took[i] = err, time.Since(t0)
+			}
+		}()
+	}
+	if err := collect(&steps[0], start, &dialed); err != nil {
+		close(disconnect) // untimed: the dial's error is the one to report
+		closed.Wait()
 		return err
 	}
-	if err := each(&steps[1], func(i int) error { return conns[i].Close() }); err != nil {
+	start, timed = time.Now(), true
+	close(disconnect)
+	if err := collect(&steps[1], start, &closed); err != nil {
 		return err
 	}
 	cmtimeReport(out, steps, c.conns)

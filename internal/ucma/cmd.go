@@ -46,6 +46,14 @@ type cmd struct {
 	resp [resSize / 8]uint64
 	n    int // request bytes: header and body
 	out  int // response bytes the kernel may write
+
+	// write, made once with the cmd, writes it to the fd it is given
+	// on the Conn via, leaving the result in errno: Conn.do hands it to
+	// the fd's RawConn.Control, where a closure made per command would
+	// be two allocations a command.
+	write func(fd uintptr)
+	via   *Conn
+	errno syscall.Errno
 }
 
 // start begins command op, whose body is a T, with a response of out

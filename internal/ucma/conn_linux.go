@@ -66,7 +66,7 @@ func newConn(f *os.File, kernel func(*cmd) unix.Errno) (*Conn, error) {
 		f.Close()
 		return nil, err
 	}
-	c := &Conn{f: f, rc: rc, kernel: kernel, ev: new(cmd)}
+	c := &Conn{f: f, rc: rc, kernel: kernel, ev: newCmd()}
 	c.ev.getEvent()
 	c.evFn = c.getEventFD
 	return c, nil
@@ -130,8 +130,11 @@ func (c *Conn) writeVia(fd uintptr, cm *cmd, raw bool) unix.Errno {
 
 // do sends cm on the Conn's fd, holding a reference on it meanwhile.
 func (c *Conn) do(op string, cm *cmd) error {
-	var e unix.Errno
-	if err := c.rc.Control(func(fd uintptr) { e = c.write(fd, cm) }); err != nil {
+	cm.via, cm.errno = c, 0
+	err := c.rc.Control(cm.write)
+	e := cm.errno
+	cm.via = nil
+	if err != nil {
 		return c.fdErr(op, err)
 	}
 	if e != 0 {
@@ -192,7 +195,17 @@ func (c *Conn) fdErr(op string, err error) error {
 }
 
 // cmds recycles the commands of the control path.
-var cmds = sync.Pool{New: func() any { return new(cmd) }}
+var cmds = sync.Pool{New: func() any { return newCmd() }}
+
+// newCmd is a cmd with its write function.
+func newCmd() *cmd {
+	cm := new(cmd)
+	cm.write = cm.writeTo
+	return cm
+}
+
+// writeTo writes the cmd on fd, the fd of its Conn via (Conn.do).
+func (cm *cmd) writeTo(fd uintptr) { cm.errno = cm.via.write(fd, cm) }
 
 func getCmd() *cmd   { return cmds.Get().(*cmd) }
 func putCmd(cm *cmd) { cmds.Put(cm) }
@@ -502,14 +515,16 @@ func (c *Conn) MigrateID(id uint32, from *Conn) (eventsReported uint32, err erro
 	const op = "migrate id"
 	cm := getCmd()
 	defer putCmd(cm)
-	var e unix.Errno
 	var inner error
 	// Both fds are held for the write: the kernel looks from's up by
 	// number (from may be c itself).
+	cm.via, cm.errno = c, 0
 	outer := from.rc.Control(func(fromFD uintptr) {
 		cm.migrateID(id, int(fromFD))
-		inner = c.rc.Control(func(fd uintptr) { e = c.write(fd, cm) })
+		inner = c.rc.Control(cm.write)
 	})
+	e := cm.errno
+	cm.via = nil
 	switch {
 	case outer != nil:
 		return 0, from.fdErr(op, outer)
