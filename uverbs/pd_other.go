@@ -15,6 +15,30 @@ func (p *PD) Close() error { return unsupported("dealloc pd", "") }
 // RegMR returns an error wrapping ErrNotSupported.
 func (p *PD) RegMR(mem []byte, access Access) (*MR, error) { return nil, unsupported("reg mr", "") }
 
+// RegMRAt returns an error wrapping ErrNotSupported.
+func (p *PD) RegMRAt(mem []byte, iova uint64, access Access) (*MR, error) {
+	return nil, unsupported("reg mr iova", "")
+}
+
+// AllocMW returns an error wrapping ErrNotSupported.
+func (p *PD) AllocMW(t MWType) (*MW, error) { return nil, unsupported("alloc mw", "") }
+
+// MW is a memory window (ibv_mw). Not on this system: every method
+// returns an error wrapping ErrNotSupported, or a zero value.
+type MW struct{}
+
+// RKey returns 0.
+func (w *MW) RKey() uint32 { return 0 }
+
+// Type returns 0.
+func (w *MW) Type() MWType { return 0 }
+
+// PD returns nil.
+func (w *MW) PD() *PD { return nil }
+
+// Close returns an error wrapping ErrNotSupported.
+func (w *MW) Close() error { return unsupported("dealloc mw", "") }
+
 // MR is a registered memory region (ibv_mr). Not on this system: every
 // method returns an error wrapping ErrNotSupported, or a zero value.
 type MR struct{}
@@ -36,6 +60,11 @@ func (m *MR) Bytes() []byte { return nil }
 
 // PD returns nil.
 func (m *MR) PD() *PD { return nil }
+
+// Rereg returns an error wrapping ErrNotSupported.
+func (m *MR) Rereg(change ReregFlags, pd *PD, access Access) error {
+	return unsupported("rereg mr", "")
+}
 
 // Close returns an error wrapping ErrNotSupported.
 func (m *MR) Close() error { return unsupported("dereg mr", "") }

@@ -55,9 +55,11 @@ type QP struct {
 // below are read as the provider's).
 var _ [0]struct{} = [unsafe.Sizeof(SGE{}) - unsafe.Sizeof(provider.SGE{})]struct{}{}
 
-// SendWR, RecvWR and AH are laid out so that the providers read the
-// callers' requests as they are: a []SendWR is a []provider.SendWR, a
-// []RecvWR a []provider.RecvWR, and a *AH a *provider.AHRef. Posting then
+// SendWR, RecvWR, AH, MWBind, MW and MR are laid out so that the
+// providers read the callers' requests as they are: a []SendWR is a
+// []provider.SendWR, a []RecvWR a []provider.RecvWR, a *AH a
+// *provider.AHRef, a *MWBind a *provider.MWBindRef (whose *MW and *MR
+// are a *provider.MWRef and *provider.MRRef). Posting then
 // copies nothing before the provider writes the ring. These lines compile
 // only while the layouts agree (the field types are checked by the
 // conversions in the tests).
@@ -77,6 +79,14 @@ var (
 	_ [0]struct{} = [unsafe.Sizeof(RecvWR{}) - unsafe.Sizeof(provider.RecvWR{})]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(RecvWR{}.SGL) - unsafe.Offsetof(provider.RecvWR{}.SGL)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(AH{}.p)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.Bind) - unsafe.Offsetof(provider.SendWR{}.Bind)]struct{}{}
+	_ [0]struct{} = [unsafe.Sizeof(MWBind{}) - unsafe.Sizeof(provider.MWBindRef{})]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(MWBind{}.MR) - unsafe.Offsetof(provider.MWBindRef{}.MR)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(MWBind{}.Addr) - unsafe.Offsetof(provider.MWBindRef{}.Addr)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(MWBind{}.Length) - unsafe.Offsetof(provider.MWBindRef{}.Length)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(MWBind{}.Access) - unsafe.Offsetof(provider.MWBindRef{}.Access)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(MW{}.ref)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(MR{}.ref)]struct{}{}
 )
 
 // providerSendWRs and providerRecvWRs view the caller's requests as the

@@ -20,7 +20,14 @@ const (
 	WRRDMARead         WROpcode = 4
 	WRAtomicCmpSwp     WROpcode = 5
 	WRAtomicFetchAdd   WROpcode = 6
-	WRSendWithInv      WROpcode = 9
+	// WRLocalInv invalidates the type-2 memory window Bind.MW (RC only):
+	// a peer's access with its key fails from then on. The window must be
+	// bound by a bind posted here since it was last invalidated; anything
+	// else is refused with EINVAL, since rxe's kernel panics on it.
+	WRLocalInv WROpcode = 7
+	// WRBindMW binds a memory window to memory as Bind says (RC and UC).
+	WRBindMW      WROpcode = 8
+	WRSendWithInv WROpcode = 9
 )
 
 // SendFlags qualify a send work request (enum ibv_send_flags).
@@ -49,8 +56,8 @@ type SendWR struct {
 	Flags  SendFlags
 	SGL    []SGE
 	// Imm is the immediate data of the WithImm opcodes, in host order: the
-	// receiver's WC.Imm has the same value. For WRSendWithInv, the rkey to
-	// invalidate.
+	// receiver's WC.Imm has the same value. For WRSendWithInv, the rkey of
+	// the receiver's type-2 memory window to invalidate.
 	Imm uint32
 	// RDMA and atomics: the remote address and key.
 	RemoteAddr uint64
@@ -62,6 +69,33 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+	// WRBindMW: what to bind; WRLocalInv: Bind.MW is the window.
+	Bind *MWBind
+}
+
+// MWBind is what a WRBindMW request binds (struct ibv_mw_bind with its
+// ibv_mw_bind_info): Length bytes at Addr, inside MR's I/O virtual
+// addresses, open to a peer through MW with the rights in Access
+// (AccessRemoteRead, AccessRemoteWrite, AccessRemoteAtomic). The MR must
+// have AccessMWBind, and AccessLocalWrite for a window a peer may write.
+//
+// Posting the request gives the window its next rkey (RKey's low 8 bits
+// advance), which MW.RKey returns from then on: the key to give the peer.
+// A type-2 window is bound to the QP that posts the bind, and only that
+// QP's peer can use it; it must be invalidated (WRLocalInv, or the
+// peer's WRSendWithInv) before it is bound again, and a bind of a window
+// bound here is refused. To take a window back from a peer that may
+// misbehave, Close it rather than invalidate it: see docs/MEMORY.md. A type-1 window is
+// open to any QP of its PD, and a bind with a nil MR and Length 0
+// unbinds it. A bind that breaks the verbs' rules (a range outside the
+// MR, rights the MR cannot back) is refused at post with EINVAL, before
+// the device would fail it and move the QP to the error state.
+type MWBind struct {
+	MW     *MW
+	MR     *MR
+	Addr   uint64
+	Length uint64
+	Access Access
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).

@@ -23,5 +23,5 @@ func (m *MR) SGE(off, n int) (SGE, error) {
 	if closed {
 		return SGE{}, m.pd.ctx.opErr(op, fmt.Errorf("mr: %w", ErrClosed))
 	}
-	return SGE{Addr: m.Addr() + uint64(off), Length: uint32(n), LKey: m.lkey}, nil
+	return SGE{Addr: m.Addr() + uint64(off), Length: uint32(n), LKey: m.ref.LKey}, nil
 }

@@ -17,6 +17,7 @@ func TestWRLayoutsAgree(t *testing.T) {
 		{SendWR{}, provider.SendWR{}},
 		{RecvWR{}, provider.RecvWR{}},
 		{SGE{}, provider.SGE{}},
+		{MWBind{}, provider.MWBindRef{}},
 	} {
 		a, b := reflect.TypeOf(tt.ours), reflect.TypeOf(tt.theirs)
 		if a.Size() != b.Size() || a.NumField() != b.NumField() {
@@ -31,5 +32,11 @@ func TestWRLayoutsAgree(t *testing.T) {
 	}
 	if f, _ := reflect.TypeOf(AH{}).FieldByName("p"); f.Offset != 0 || f.Type != reflect.TypeOf(provider.AHRef{}).Field(0).Type {
 		t.Errorf("AH.p is a %v at %d, want the provider's AH first", f.Type, f.Offset)
+	}
+	if f, _ := reflect.TypeOf(MW{}).FieldByName("ref"); f.Offset != 0 || f.Type != reflect.TypeOf(provider.MWRef{}) {
+		t.Errorf("MW.ref is a %v at %d, want a provider.MWRef first", f.Type, f.Offset)
+	}
+	if f, _ := reflect.TypeOf(MR{}).FieldByName("ref"); f.Offset != 0 || f.Type != reflect.TypeOf(provider.MRRef{}) {
+		t.Errorf("MR.ref is a %v at %d, want a provider.MRRef first", f.Type, f.Offset)
 	}
 }

@@ -138,6 +138,57 @@ func DeregMR(c *transport.Conn, handle uint32) error {
 	return destroy(c, uapi.UVERBS_OBJECT_MR, uapi.UVERBS_METHOD_MR_DESTROY, uapi.IB_USER_VERBS_CMD_DEREG_MR, handle)
 }
 
+// Rereg flags (enum ib_mr_rereg_flags, ibv_rereg_mr's IBV_REREG_MR_CHANGE_*):
+// what a REREG_MR changes.
+const (
+	ReregTranslation = 1 << 0
+	ReregPD          = 1 << 1
+	ReregAccess      = 1 << 2
+)
+
+// ReregMR changes a memory region in place: what flags name of its PD
+// (pd), its access flags (access), and its memory (addr, length, iova).
+// It returns the region's keys, new or kept.
+func ReregMR(c *transport.Conn, handle, flags, pd uint32, addr unsafe.Pointer, length, iova uint64, access uint32) (lkey, rkey uint32, err error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	req := transport.As[uapi.IBUverbsReregMR](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_REREG_MR, false,
+		transport.SizeOf[uapi.IBUverbsReregMR](), transport.SizeOf[uapi.IBUverbsReregMRResp]()))
+	req.MRHandle = handle
+	req.Flags = flags
+	req.Start = uapi.NewPointer(addr)
+	req.Length = length
+	req.HcaVa = iova
+	req.PDHandle = pd
+	req.AccessFlags = access
+	if err := c.Invoke(cmd); err != nil {
+		return 0, 0, err
+	}
+	r := transport.As[uapi.IBUverbsReregMRResp](cmd.CoreOut())
+	return r.Lkey, r.Rkey, nil
+}
+
+// AllocMW allocates a memory window of type typ (1 or 2) on a PD and
+// returns its handle and rkey. Only a write command allocates one.
+func AllocMW(c *transport.Conn, pd uint32, typ uint8) (handle, rkey uint32, err error) {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	req := transport.As[uapi.IBUverbsAllocMW](cmd.ResetWrite(uapi.IB_USER_VERBS_CMD_ALLOC_MW, false,
+		transport.SizeOf[uapi.IBUverbsAllocMW](), transport.SizeOf[uapi.IBUverbsAllocMWResp]()))
+	req.PDHandle = pd
+	req.MWType = typ
+	if err := c.Invoke(cmd); err != nil {
+		return 0, 0, err
+	}
+	r := transport.As[uapi.IBUverbsAllocMWResp](cmd.CoreOut())
+	return r.MWHandle, r.Rkey, nil
+}
+
+// DeallocMW destroys a memory window.
+func DeallocMW(c *transport.Conn, handle uint32) error {
+	return destroy(c, uapi.UVERBS_OBJECT_MW, uapi.UVERBS_METHOD_MW_DESTROY, uapi.IB_USER_VERBS_CMD_DEALLOC_MW, handle)
+}
+
 // CreateCompChannel creates a completion channel and returns its fd.
 func CreateCompChannel(c *transport.Conn) (int, error) {
 	cmd := getCmd()

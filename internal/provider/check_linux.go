@@ -75,8 +75,85 @@ func CheckSend(wr *SendWR, typ uint8, maxSGE, maxInline uint32) (uint64, error) 
 		if inline {
 			return 0, fmt.Errorf("inline atomic: %w", unix.EINVAL)
 		}
+	case WRLocalInv:
+		if typ != uapi.IB_UVERBS_QPT_RC {
+			return 0, fmt.Errorf("local invalidate needs an RC QP: %w", unix.EINVAL)
+		}
+		if len(wr.SGL) != 0 || inline {
+			return 0, fmt.Errorf("local invalidate with data: %w", unix.EINVAL)
+		}
+		if err := checkInvalidate(wr.Bind); err != nil {
+			return 0, err
+		}
+	case WRBindMW:
+		if typ != uapi.IB_UVERBS_QPT_RC && typ != uapi.IB_UVERBS_QPT_UC {
+			return 0, fmt.Errorf("binding a memory window needs an RC or UC QP: %w", unix.EINVAL)
+		}
+		if len(wr.SGL) != 0 || inline {
+			return 0, fmt.Errorf("memory window bind with data: %w", unix.EINVAL)
+		}
+		if err := checkBind(wr.Bind); err != nil {
+			return 0, err
+		}
 	default:
 		return 0, fmt.Errorf("opcode %d: %w", wr.Opcode, unix.EOPNOTSUPP)
 	}
 	return length, nil
+}
+
+// checkInvalidate checks a local invalidation: of a type-2 window, bound
+// by a bind posted since its last invalidation. rxe (6.1 and 6.12, as
+// mainline) dereferences a null QP when it invalidates a window that is
+// not bound, and the kernel panics: refusing the request here is the
+// only guard.
+func checkInvalidate(b *MWBindRef) error {
+	switch {
+	case b == nil || b.MW == nil:
+		return fmt.Errorf("local invalidate without a window: %w", unix.EINVAL)
+	case b.MW.Type != 2:
+		return fmt.Errorf("local invalidate of a type-%d window (type 2 only): %w", b.MW.Type, unix.EINVAL)
+	case !b.MW.Bound.Load():
+		return fmt.Errorf("local invalidate of a window that is not bound: %w", unix.EINVAL)
+	}
+	return nil
+}
+
+// Access flags a bind checks (IB_ACCESS_*).
+const (
+	accessLocalWrite   = 1 << 0
+	accessRemoteWrite  = 1 << 1
+	accessRemoteAtomic = 1 << 3
+	accessMWBind       = 1 << 4
+	accessZeroBased    = 1 << 5
+)
+
+// checkBind checks a bind against the rules of the verbs (IBTA
+// C10-72..75, o10-36.2.2, o10-37.2.40) that the kernel would otherwise
+// answer with a failed completion and the QP in the error state: an MR
+// that allows binding, rights the MR can back, a range inside the MR,
+// and for a type-2 window an MR and a length.
+func checkBind(b *MWBindRef) error {
+	switch {
+	case b == nil || b.MW == nil:
+		return fmt.Errorf("memory window bind without a window: %w", unix.EINVAL)
+	case b.Access&accessZeroBased != 0:
+		return fmt.Errorf("zero-based memory window: %w", unix.EINVAL)
+	case b.MR == nil && b.Length != 0:
+		return fmt.Errorf("memory window bind of %d bytes without an MR: %w", b.Length, unix.EINVAL)
+	case b.MR == nil && b.MW.Type == 2:
+		return fmt.Errorf("type-2 memory window bind without an MR (invalidate it instead): %w", unix.EINVAL)
+	case b.MW.Type == 2 && b.MW.Bound.Load():
+		return fmt.Errorf("bind of a type-2 window that is bound (invalidate it first): %w", unix.EINVAL)
+	case b.MR == nil:
+		return nil // a type-1 window's unbind
+	case b.Length == 0 && b.MW.Type == 2:
+		return fmt.Errorf("type-2 memory window bind of 0 bytes: %w", unix.EINVAL)
+	case b.MR.Access&accessMWBind == 0:
+		return fmt.Errorf("memory window bind to an MR registered without AccessMWBind: %w", unix.EINVAL)
+	case b.Access&(accessRemoteWrite|accessRemoteAtomic) != 0 && b.MR.Access&accessLocalWrite == 0:
+		return fmt.Errorf("memory window with remote write or atomic rights on an MR without AccessLocalWrite: %w", unix.EINVAL)
+	case b.Addr < b.MR.IOVA || b.Length > b.MR.Length || b.Addr-b.MR.IOVA > b.MR.Length-b.Length:
+		return fmt.Errorf("memory window [%#x, +%d) outside its MR [%#x, +%d): %w", b.Addr, b.Length, b.MR.IOVA, b.MR.Length, unix.EINVAL)
+	}
+	return nil
 }

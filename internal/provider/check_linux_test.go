@@ -17,6 +17,9 @@ func (fakeAH) Destroy() error { return nil }
 func TestCheckSend(t *testing.T) {
 	const rc, uc, ud = uapi.IB_UVERBS_QPT_RC, uapi.IB_UVERBS_QPT_UC, uapi.IB_UVERBS_QPT_UD
 	sge := func(n uint32) []SGE { return []SGE{{Addr: 0x1000, Length: n, LKey: 1}} }
+	mw1, mw2, bound2 := &MWRef{Type: 1}, &MWRef{Type: 2}, &MWRef{Type: 2}
+	bound2.Bound.Store(true)
+	mr := &MRRef{LKey: 1, IOVA: 0x1000, Length: 4096, Access: accessLocalWrite | accessMWBind}
 	for _, tc := range []struct {
 		name string
 		typ  uint8
@@ -41,8 +44,28 @@ func TestCheckSend(t *testing.T) {
 		{"atomic short", rc, SendWR{Opcode: WRAtomicCmpSwp, SGL: sge(4), RemoteAddr: 16}, unix.EINVAL, 0},
 		{"atomic unaligned", rc, SendWR{Opcode: WRAtomicFetchAdd, SGL: sge(8), RemoteAddr: 12}, unix.EINVAL, 0},
 		{"atomic inline", rc, SendWR{Opcode: WRAtomicFetchAdd, Flags: SendInline, SGL: sge(8), RemoteAddr: 8}, unix.EINVAL, 0},
-		{"local invalidate", rc, SendWR{Opcode: WRLocalInv}, unix.EOPNOTSUPP, 0},
-		{"bind mw", rc, SendWR{Opcode: WRBindMW}, unix.EOPNOTSUPP, 0},
+		{"local invalidate", rc, SendWR{Opcode: WRLocalInv, Bind: &MWBindRef{MW: bound2}}, nil, 0},
+		{"local invalidate without a window", rc, SendWR{Opcode: WRLocalInv, Imm: 0x100}, unix.EINVAL, 0},
+		{"local invalidate of an unbound window", rc, SendWR{Opcode: WRLocalInv, Bind: &MWBindRef{MW: mw2}}, unix.EINVAL, 0},
+		{"local invalidate of a type-1 window", rc, SendWR{Opcode: WRLocalInv, Bind: &MWBindRef{MW: mw1}}, unix.EINVAL, 0},
+		{"UC local invalidate", uc, SendWR{Opcode: WRLocalInv, Bind: &MWBindRef{MW: bound2}}, unix.EINVAL, 0},
+		{"local invalidate with data", rc, SendWR{Opcode: WRLocalInv, SGL: sge(8), Bind: &MWBindRef{MW: bound2}}, unix.EINVAL, 0},
+		{"bind of a bound type-2 window", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: bound2, MR: mr, Addr: 0x1000, Length: 8}}, unix.EINVAL, 0},
+		{"bind without window", rc, SendWR{Opcode: WRBindMW}, unix.EINVAL, 0},
+		{"bind", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1000, Length: 4096, Access: accessRemoteWrite}}, nil, 0},
+		{"UC bind", uc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1000, Length: 8}}, nil, 0},
+		{"UD bind", ud, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1000, Length: 8}}, unix.EINVAL, 0},
+		{"bind with data", rc, SendWR{Opcode: WRBindMW, SGL: sge(8), Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1000, Length: 8}}, unix.EINVAL, 0},
+		{"bind past the MR", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1001, Length: 4096}}, unix.EINVAL, 0},
+		{"bind below the MR", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0xfff, Length: 1}}, unix.EINVAL, 0},
+		{"bind longer than the MR", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1000, Length: 1 << 63}}, unix.EINVAL, 0},
+		{"bind to an MR without MW_BIND", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: &MRRef{IOVA: 0x1000, Length: 4096, Access: accessLocalWrite}, Addr: 0x1000, Length: 8}}, unix.EINVAL, 0},
+		{"remote write on a read-only MR", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: &MRRef{IOVA: 0x1000, Length: 4096, Access: accessMWBind}, Addr: 0x1000, Length: 8, Access: accessRemoteWrite}}, unix.EINVAL, 0},
+		{"zero-based window", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1000, Length: 8, Access: accessZeroBased}}, unix.EINVAL, 0},
+		{"type-2 bind of 0 bytes", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2, MR: mr, Addr: 0x1000}}, unix.EINVAL, 0},
+		{"type-2 unbind", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw2}}, unix.EINVAL, 0},
+		{"type-1 unbind", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw1}}, nil, 0},
+		{"type-1 bind of bytes without an MR", rc, SendWR{Opcode: WRBindMW, Bind: &MWBindRef{MW: mw1, Length: 8}}, unix.EINVAL, 0},
 		{"unknown opcode", rc, SendWR{Opcode: 99}, unix.EOPNOTSUPP, 0},
 	} {
 		n, err := CheckSend(&tc.wr, tc.typ, 2, 64)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/provider"
 )
 
 var be = binary.BigEndian
@@ -86,6 +87,7 @@ func decodeCQE(w *cq.WC, c *cqe64, ud bool) bool {
 			w.Flags, w.Imm = cq.WithImm, be.Uint32(c[cqeImmInvalPKey:])
 		case cqeRespSendInv:
 			w.Flags, w.Imm = cq.WithInv, be.Uint32(c[cqeImmInvalPKey:])
+			provider.PeerInvalidated(w.Imm)
 		}
 		fr := be.Uint32(c[cqeFlagsRQPN:])
 		if fr>>28&3 != 0 {

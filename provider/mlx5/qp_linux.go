@@ -566,6 +566,11 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) error {
 		if length, err = provider.CheckSend(wr, q.typ, q.cap.MaxSendSGE, q.cap.MaxInlineData); err != nil {
 			return err
 		}
+		if wr.Opcode == provider.WRBindMW || wr.Opcode == provider.WRLocalInv {
+			// The UMR WQEs that bind and invalidate windows on mlx5 are
+			// not written yet.
+			return fmt.Errorf("memory window opcode %d on mlx5: %w", wr.Opcode, unix.EOPNOTSUPP)
+		}
 	}
 	var ah *addressHandle
 	if q.ud {

@@ -279,6 +279,7 @@ func fixWC(w *cq.WC, k *uapi.IBUverbsWC) {
 		w.Imm = binary.BigEndian.Uint32(k.Ex[:])
 	case fl&kwcWithInvalidate != 0: // invalidate_rkey, in host order
 		w.Imm = binary.NativeEndian.Uint32(k.Ex[:])
+		provider.PeerInvalidated(w.Imm)
 	default:
 		w.Imm = 0
 	}

@@ -30,6 +30,12 @@ const (
 	wrUDRemoteQKey     = uapi.OffsetRxeSendWqeUDRemoteQKey - uapi.OffsetRxeSendWqeWRUnion
 	wrUDPKeyIndex      = uapi.OffsetRxeSendWqeUDPKeyIndex - uapi.OffsetRxeSendWqeWRUnion
 	wrUDAHNum          = uapi.OffsetRxeSendWqeUDAHNum - uapi.OffsetRxeSendWqeWRUnion
+	wrMWAddr           = uapi.OffsetRxeSendWqeMWAddr - uapi.OffsetRxeSendWqeWRUnion
+	wrMWLength         = uapi.OffsetRxeSendWqeMWLength - uapi.OffsetRxeSendWqeWRUnion
+	wrMWMRLKey         = uapi.OffsetRxeSendWqeMWMRLKey - uapi.OffsetRxeSendWqeWRUnion
+	wrMWRKey           = uapi.OffsetRxeSendWqeMWRKey - uapi.OffsetRxeSendWqeWRUnion
+	wrMWNewRKey        = uapi.OffsetRxeSendWqeMWNewRKey - uapi.OffsetRxeSendWqeWRUnion
+	wrMWAccess         = uapi.OffsetRxeSendWqeMWAccess - uapi.OffsetRxeSendWqeWRUnion
 )
 
 // The Go struct's union field must sit where C's union does, and the SGEs
@@ -214,7 +220,11 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 		binary.BigEndian.PutUint32(w.WR.Ex[:], wr.Imm) // __be32 imm_data
 	case provider.WRSendWithInv:
 		ne.PutUint32(w.WR.Ex[:], wr.Imm) // invalidate_rkey
+	case provider.WRLocalInv:
+		ne.PutUint32(w.WR.Ex[:], wr.Bind.MW.RKey.Load()) // checkSend checked Bind
 	}
+	var bound *provider.MWRef // a bind's or invalidation's window, changed once published
+	var boundKey uint32
 	switch wr.Opcode {
 	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
 		ne.PutUint64(u[wrRDMARemoteAddr:], wr.RemoteAddr)
@@ -226,6 +236,19 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 		ne.PutUint64(u[wrAtomicSwap:], wr.Swap)
 		ne.PutUint32(u[wrAtomicRKey:], wr.RKey)
 		w.Iova = wr.RemoteAddr
+	case provider.WRBindMW:
+		b := wr.Bind // checkSend checked it
+		bound = b.MW
+		cur := bound.RKey.Load()
+		boundKey = provider.NextRKey(cur)
+		ne.PutUint64(u[wrMWAddr:], b.Addr)
+		ne.PutUint64(u[wrMWLength:], b.Length)
+		if b.MR != nil {
+			ne.PutUint32(u[wrMWMRLKey:], b.MR.LKey)
+		}
+		ne.PutUint32(u[wrMWRKey:], cur)
+		ne.PutUint32(u[wrMWNewRKey:], boundKey)
+		ne.PutUint32(u[wrMWAccess:], b.Access)
 	}
 	if q.typ == uapi.IB_UVERBS_QPT_UD {
 		ne.PutUint32(u[wrUDRemoteQPN:], wr.RemoteQPN)
@@ -252,6 +275,13 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 	q.ssn++
 	w.Ssn = q.ssn
 	release.Store32(sq.prod, (prod+1)&sq.mask) // the WQE is complete
+	switch {
+	case bound != nil:
+		bound.RKey.Store(boundKey)
+		bound.Bound.Store(bound.Type == 2)
+	case wr.Opcode == provider.WRLocalInv:
+		wr.Bind.MW.Bound.Store(false)
+	}
 	return prod == cons && length <= quickDoorbellBytes, nil
 }
 
