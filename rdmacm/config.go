@@ -53,6 +53,15 @@ type Config struct {
 	// stays the caller's: Close leaves it, and its channel, open; CQSize
 	// is not used.
 	CQ *cq.CQ
+	// OwnPD gives each connection a protection domain of its own, on the
+	// device the address resolves to, in place of the shared one: the
+	// rkeys of memory registered on its Conn.PD then work for that
+	// connection's peer alone (an rkey is good only on QPs of its PD),
+	// what a server of peers it does not trust wants. Close deallocates
+	// the PD after Release has run; a UDConn's memory on it must be closed
+	// before the UDConn. It cannot go with PD or CQ (EINVAL). The PD costs
+	// two commands a connection (ALLOC_PD, DEALLOC_PD).
+	OwnPD bool
 
 	// Setup, when set, is called with the new Conn once its QP exists
 	// (in INIT) and before the connection is made: before Dial's
@@ -61,6 +70,12 @@ type Config struct {
 	// receive may be posted in INIT). An error aborts the connection
 	// (Accept rejects it) and is returned.
 	Setup func(*Conn) error
+	// Release, when set, is Setup's counterpart: called with the Conn when
+	// it is torn down (Close, or a Dial or Accept that fails after Setup
+	// was called), after its QP is destroyed and before its own PD
+	// (OwnPD) is deallocated: close here what Setup, or later the
+	// application, registered on Conn.PD.
+	Release func(*Conn)
 	// SetupUD is Setup for DialUD and ListenUD's connections: called
 	// with the new UDConn once its QP is ready (RTS), before the
 	// request (DialUD) or the answer (Accept). Post receives here.

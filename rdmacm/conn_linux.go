@@ -36,8 +36,10 @@ type Conn struct {
 	cc   *cq.Channel
 	cq   *cq.CQ
 	qp   *uverbs.QP
-	// ownCQ: cq and cc are the Conn's, not Config.CQ's.
-	ownCQ bool
+	// ownCQ: cq and cc are the Conn's, not Config.CQ's. ownPD: pd is
+	// the Conn's (Config.OwnPD). setupCalled: Config.Setup was called, so
+	// Config.Release is due.
+	ownCQ, ownPD, setupCalled bool
 	// addr is the ID's addresses and device, where the listener asked
 	// the kernel already (setup asks otherwise).
 	addr *ucma.AddrInfo
@@ -230,6 +232,9 @@ func (c *Conn) setup() error {
 	if c.cfg.CQ != nil && c.cfg.PD == nil {
 		return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.CQ without Config.PD, the PD on the CQ's device context: %w", errInvalid)}
 	}
+	if c.cfg.OwnPD && c.cfg.PD != nil {
+		return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.OwnPD with Config.PD: %w", errInvalid)}
+	}
 	var (
 		a   ucma.AddrInfo
 		err error
@@ -248,6 +253,11 @@ func (c *Conn) setup() error {
 		}
 	} else if c.pd, err = c.id.pdOf(a); err != nil {
 		return err
+	} else if c.cfg.OwnPD {
+		if c.pd, err = c.pd.Context().AllocPD(); err != nil {
+			return c.opErr(op, err)
+		}
+		c.ownPD = true
 	}
 	if c.cfg.CQ != nil {
 		c.cq, c.cc = c.cfg.CQ, c.cfg.CQ.Channel()
@@ -274,6 +284,7 @@ func (c *Conn) setup() error {
 
 // runSetup calls Config.Setup, if set.
 func (c *Conn) runSetup() error {
+	c.setupCalled = true
 	if c.cfg.Setup == nil {
 		return nil
 	}
@@ -378,6 +389,12 @@ func (c *Conn) teardown() error {
 	}
 	if c.qp != nil {
 		keep(c.qp.Close())
+	}
+	if c.setupCalled && c.cfg.Release != nil {
+		c.cfg.Release(c)
+	}
+	if c.ownPD {
+		keep(c.pd.Close())
 	}
 	if c.cq != nil && c.ownCQ {
 		keep(c.cq.Close())

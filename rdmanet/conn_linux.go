@@ -108,6 +108,7 @@ type Conn struct {
 	reactParked bool
 	reactKick   chan struct{}
 	closeOnce   sync.Once
+	releaseOnce sync.Once
 	closeErr    error
 
 	// One-sided operations (region_linux.go). ops and opFree are made
@@ -173,6 +174,20 @@ func (c *Conn) start(peer hello) {
 	c.peer = peer
 	c.credits, c.peerCredits = int(peer.credits), int(peer.credits)
 	go c.react()
+}
+
+// releaseAll gives back everything registered on the connection's PD,
+// as rdmacm's Release: the buffers, the Regions and the bounce memory. c
+// may be nil (Setup failed before making it); a second call does
+// nothing.
+func (c *Conn) releaseAll() {
+	if c == nil {
+		return
+	}
+	c.releaseOnce.Do(func() {
+		c.release()
+		c.releaseOneSided()
+	})
 }
 
 // release gives back the buffers; the connection is closed.
@@ -627,9 +642,7 @@ func (c *Conn) Close() error {
 		// parked or about to park, before the CQ goes with the connection.
 		_ = c.ch.Close()
 		<-c.reactDone
-		c.closeErr = c.rc.Close()
-		c.release()
-		c.releaseOneSided()
+		c.closeErr = c.rc.Close() // its Release: releaseAll
 	})
 	if !first {
 		return c.opErr("close", net.ErrClosed)

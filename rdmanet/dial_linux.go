@@ -32,14 +32,20 @@ func streamSends(cfg Config) int { return cfg.WriteBuffers + 2 }
 // side's responder resources, and with them the kernel's CM gives the QP
 // remote read, write and atomic access (what a Region's MR grants is
 // then the only limit).
-func cmConfig(cfg Config, setup func(rc *rdmacm.Conn, pd []byte) error) *rdmacm.Config {
+//
+// Each connection has a PD of its own (OwnPD): its ring's and its
+// Regions' rkeys work for its peer alone. release deregisters what is
+// registered on it, after the QP and before the PD.
+func cmConfig(cfg Config, setup func(rc *rdmacm.Conn, pd []byte) error, release func()) *rdmacm.Config {
 	r, s := cfg.ReadBuffers, streamSends(cfg)+opSlots
 	pd := make([]byte, helloSize)
 	return &rdmacm.Config{
 		Cap:         uverbs.QPCap{MaxSendWR: uint32(s), MaxRecvWR: uint32(r), MaxSendSGE: 1, MaxRecvSGE: 1},
 		CQSize:      s + r,
 		PrivateData: pd,
+		OwnPD:       true,
 		Setup:       func(rc *rdmacm.Conn) error { return setup(rc, pd) },
+		Release:     func(*rdmacm.Conn) { release() },
 	}
 }
 
@@ -97,17 +103,13 @@ func (d *Dialer) DialContext(ctx context.Context, nw, address string) (net.Conn,
 	rc, err := rdmacm.Dial(ctx, address, cmConfig(cfg, func(rc *rdmacm.Conn, pd []byte) (err error) {
 		c, err = newConn(rc, cfg, pd)
 		return err
-	}))
-	if err != nil {
-		if c != nil {
-			c.release()
-		}
+	}, func() { c.releaseAll() }))
+	if err != nil { // rdmacm ran Release if it ran Setup
 		return nil, dialErr(address, err)
 	}
 	peer, err := parseHello(rc.PrivateData())
 	if err != nil {
 		rc.Close()
-		c.release()
 		return nil, dialErr(address, err)
 	}
 	c.start(peer)
@@ -224,10 +226,7 @@ func (l *Listener) handshake(req *rdmacm.Request) {
 	if _, err := req.Accept(ctx, cmConfig(l.cfg, func(rc *rdmacm.Conn, pd []byte) (err error) {
 		c, err = newConn(rc, l.cfg, pd)
 		return err
-	})); err != nil {
-		if c != nil {
-			c.release()
-		}
+	}, func() { c.releaseAll() })); err != nil { // rdmacm ran Release if it ran Setup
 		return
 	}
 	c.start(peer)

@@ -102,9 +102,10 @@ type Region struct {
 	tok Token
 
 	// Guarded by c.mu.
-	closing bool          // Close began (or the Conn's Close deregistered it): no new operation uses it
-	users   int           // operations in flight in its memory
-	idle    chan struct{} // made by a Close waiting for users; closed when they are done
+	closing  bool          // Close began (or the Conn's Close deregistered it): no new operation uses it
+	users    int           // operations in flight in its memory
+	idle     chan struct{} // made by a Close waiting for users; closed when they are done
+	released bool          // the Conn's Close deregistered it while its Close waited
 }
 
 // Register registers b for RDMA on the connection's device and returns
@@ -178,6 +179,10 @@ func (r *Region) Close() error {
 		c.mu.Unlock()
 		<-idle
 		c.mu.Lock()
+		if r.released {
+			c.mu.Unlock()
+			return c.opErr("close region", net.ErrClosed)
+		}
 	}
 	for i, x := range c.regions {
 		if x == r {
@@ -551,8 +556,9 @@ func (c *Conn) allocBounce() error {
 
 // releaseOneSided deregisters the regions still open and the bounce
 // memory: Close calls it once the QP is destroyed, so no operation is in
-// flight. A Region's Close waiting for its users is woken and
-// deregisters its own.
+// flight, and before the connection's PD goes, so it deregisters them
+// all itself: a Region's Close waiting for its users is woken and
+// returns net.ErrClosed.
 func (c *Conn) releaseOneSided() {
 	c.mu.Lock()
 	var own []*Region
@@ -561,6 +567,8 @@ func (c *Conn) releaseOneSided() {
 		case r.idle != nil:
 			close(r.idle)
 			r.idle = nil
+			r.released = true
+			own = append(own, r)
 		case !r.closing:
 			r.closing = true
 			own = append(own, r)
