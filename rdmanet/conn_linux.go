@@ -642,7 +642,8 @@ func (c *Conn) Close() error {
 		// parked or about to park, before the CQ goes with the connection.
 		_ = c.ch.Close()
 		<-c.reactDone
-		c.closeErr = c.rc.Close() // its Release: releaseAll
+		c.closeErr = c.rc.Close() // its Release calls releaseAll
+		c.releaseAll()            // (a no-op then)
 	})
 	if !first {
 		return c.opErr("close", net.ErrClosed)

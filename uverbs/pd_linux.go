@@ -37,6 +37,18 @@ func (c *Context) AllocPD() (*PD, error) {
 	return &PD{ctx: c, handle: h}, nil
 }
 
+// use checks that the PD is open and takes a use of its context (see
+// Context.use) for op, which the caller ends with p.ctx.done().
+func (p *PD) use(op string) error {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return p.ctx.opErr(op, fmt.Errorf("pd: %w", ErrClosed))
+	}
+	return p.ctx.use(op)
+}
+
 // Context returns the context the PD belongs to.
 func (p *PD) Context() *Context { return p.ctx }
 
@@ -100,13 +112,7 @@ func (p *PD) regMR(op string, mem []byte, iova uint64, access Access) (*MR, erro
 	if (addr^iova)&4095 != 0 {
 		return nil, p.ctx.opErr(op, fmt.Errorf("iova %#x is not at the offset in its page of the memory at %#x: %w", iova, addr, unix.EINVAL))
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, p.ctx.opErr(op, fmt.Errorf("pd: %w", ErrClosed))
-	}
-	if err := p.ctx.use(op); err != nil {
+	if err := p.use(op); err != nil {
 		return nil, err
 	}
 	defer p.ctx.done()
@@ -243,13 +249,7 @@ func (p *PD) AllocMW(t MWType) (*MW, error) {
 	if t != MWType1 && t != MWType2 {
 		return nil, p.ctx.opErr(op, fmt.Errorf("window type %d: %w", t, unix.EINVAL))
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, p.ctx.opErr(op, fmt.Errorf("pd: %w", ErrClosed))
-	}
-	if err := p.ctx.use(op); err != nil {
+	if err := p.use(op); err != nil {
 		return nil, err
 	}
 	defer p.ctx.done()

@@ -184,13 +184,7 @@ func (p *PD) NewQP(cfg QPConfig) (*QP, error) {
 	if err := closedCQErr(cfg); err != nil {
 		return nil, ctx.opErr(op, err)
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, ctx.opErr(op, fmt.Errorf("pd: %w", ErrClosed))
-	}
-	if err := ctx.use(op); err != nil {
+	if err := p.use(op); err != nil {
 		return nil, err
 	}
 	defer ctx.done()

@@ -47,13 +47,7 @@ func (p *PD) NewSRQ(cfg SRQConfig) (*SRQ, error) {
 	if cfg.MaxWR == 0 || cfg.MaxSGE == 0 {
 		return nil, ctx.opErr(op, fmt.Errorf("max wr %d, max sge %d: an SRQ holds at least one receive of one SGE: %w", cfg.MaxWR, cfg.MaxSGE, unix.EINVAL))
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, ctx.opErr(op, fmt.Errorf("pd: %w", ErrClosed))
-	}
-	if err := ctx.use(op); err != nil {
+	if err := p.use(op); err != nil {
 		return nil, err
 	}
 	defer ctx.done()
