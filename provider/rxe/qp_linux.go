@@ -220,11 +220,7 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 		binary.BigEndian.PutUint32(w.WR.Ex[:], wr.Imm) // __be32 imm_data
 	case provider.WRSendWithInv:
 		ne.PutUint32(w.WR.Ex[:], wr.Imm) // invalidate_rkey
-	case provider.WRLocalInv:
-		ne.PutUint32(w.WR.Ex[:], wr.Bind.MW.RKey.Load()) // checkSend checked Bind
 	}
-	var bound *provider.MWRef // a bind's or invalidation's window, changed once published
-	var boundKey uint32
 	switch wr.Opcode {
 	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
 		ne.PutUint64(u[wrRDMARemoteAddr:], wr.RemoteAddr)
@@ -236,19 +232,8 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 		ne.PutUint64(u[wrAtomicSwap:], wr.Swap)
 		ne.PutUint32(u[wrAtomicRKey:], wr.RKey)
 		w.Iova = wr.RemoteAddr
-	case provider.WRBindMW:
-		b := wr.Bind // checkSend checked it
-		bound = b.MW
-		cur := bound.RKey.Load()
-		boundKey = provider.NextRKey(cur)
-		ne.PutUint64(u[wrMWAddr:], b.Addr)
-		ne.PutUint64(u[wrMWLength:], b.Length)
-		if b.MR != nil {
-			ne.PutUint32(u[wrMWMRLKey:], b.MR.LKey)
-		}
-		ne.PutUint32(u[wrMWRKey:], cur)
-		ne.PutUint32(u[wrMWNewRKey:], boundKey)
-		ne.PutUint32(u[wrMWAccess:], b.Access)
+	case provider.WRBindMW, provider.WRLocalInv:
+		putWindowOp(w, wr)
 	}
 	if q.typ == uapi.IB_UVERBS_QPT_UD {
 		ne.PutUint32(u[wrUDRemoteQPN:], wr.RemoteQPN)
@@ -275,14 +260,37 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 	q.ssn++
 	w.Ssn = q.ssn
 	release.Store32(sq.prod, (prod+1)&sq.mask) // the WQE is complete
-	switch {
-	case bound != nil:
-		bound.RKey.Store(boundKey)
-		bound.Bound.Store(bound.Type == 2)
-	case wr.Opcode == provider.WRLocalInv:
-		wr.Bind.MW.Bound.Store(false)
-	}
 	return prod == cons && length <= quickDoorbellBytes, nil
+}
+
+// putWindowOp writes a bind's or a local invalidation's fields (checkSend
+// checked wr.Bind) and moves its window to the state the request leaves
+// it in: nothing fails between here and the WQE's publication. It stays
+// out of postOneSend, whose common requests would otherwise pay for its
+// registers.
+//
+//go:noinline
+func putWindowOp(w *uapi.RxeSendWqe, wr *provider.SendWR) {
+	ne := binary.NativeEndian
+	mw := wr.Bind.MW
+	cur := mw.RKey.Load()
+	if wr.Opcode == provider.WRLocalInv {
+		ne.PutUint32(w.WR.Ex[:], cur) // invalidate_rkey
+		mw.Bound.Store(false)
+		return
+	}
+	b, u := wr.Bind, w.WR.WR[:]
+	next := provider.NextRKey(cur)
+	ne.PutUint64(u[wrMWAddr:], b.Addr)
+	ne.PutUint64(u[wrMWLength:], b.Length)
+	if b.MR != nil {
+		ne.PutUint32(u[wrMWMRLKey:], b.MR.LKey)
+	}
+	ne.PutUint32(u[wrMWRKey:], cur)
+	ne.PutUint32(u[wrMWNewRKey:], next)
+	ne.PutUint32(u[wrMWAccess:], b.Access)
+	mw.RKey.Store(next)
+	mw.Bound.Store(mw.Type == 2)
 }
 
 // checkSend checks a request that is not plain (see postOneSend): the

@@ -373,3 +373,54 @@ func BenchmarkPostSRQRecv(b *testing.B) {
 	}
 	b.ReportMetric(float64((time.Since(start)-swaps).Nanoseconds())/float64(posted), "ns/WR")
 }
+
+// A grant and its revocation, as rdmanet makes them: register 4 KiB for
+// a peer's reads and writes (REG_MR), then deregister it (DEREG_MR).
+func BenchmarkRegDereg(b *testing.B) {
+	e := setup(b)
+	mem := e.buf.Bytes()[8192 : 8192+4096]
+	b.ReportAllocs()
+	for b.Loop() {
+		mr, err := e.pd.RegMR(mem, rdmatest.AllAccess)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := mr.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The same with a type-2 memory window over a registered region: bind
+// 4 KiB of it for a peer's writes, then invalidate the window, each
+// request signaled and its completion taken.
+func BenchmarkBindInvalidate(b *testing.B) {
+	e := setup(b)
+	mr, err := e.pd.RegMR(e.buf.Bytes()[8192:8192+4096], uverbs.AccessLocalWrite|uverbs.AccessMWBind)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mr.Close()
+	mw, err := e.pd.AllocMW(uverbs.MWType2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mw.Close()
+	wrs := []uverbs.SendWR{
+		{Opcode: uverbs.WRBindMW, Flags: uverbs.SendSignaled,
+			Bind: &uverbs.MWBind{MW: mw, MR: mr, Addr: mr.Addr(), Length: 4096, Access: uverbs.AccessRemoteWrite}},
+		{Opcode: uverbs.WRLocalInv, Flags: uverbs.SendSignaled, Bind: &uverbs.MWBind{MW: mw}},
+	}
+	wcs := make([]cq.WC, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range wrs {
+			if _, err := e.a.PostSend(wrs[i : i+1]); err != nil {
+				b.Fatal(err)
+			}
+			if err := drainRest(e.scq, wcs, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -381,10 +381,12 @@ var microUnit = map[string]string{
 	"PostSend":           "ns/WR",
 	"PostRecv":           "ns/WR",
 	"PostSRQRecv":        "ns/WR",
+	"RegDereg":           "ns/op",
+	"BindInvalidate":     "ns/op",
 }
 
 var microOrder = []string{"PollEmpty", "PollDrain/batch=1", "PollDrain/batch=16", "PollDrain/batch=64",
-	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv", "PostSRQRecv"}
+	"ReqNotify", "EventRoundTrip", "PostPoll", "PostSend", "PostRecv", "PostSRQRecv", "RegDereg", "BindInvalidate"}
 
 // microLabel says in words what each Go benchmark measures.
 var microLabel = map[string]string{
@@ -398,6 +400,8 @@ var microLabel = map[string]string{
 	"PostSend":           "PostSend per WR (batches of 32, one doorbell)",
 	"PostRecv":           "PostRecv per WR",
 	"PostSRQRecv":        "SRQ.PostRecv per WR (C: ibv_post_srq_recv)",
+	"RegDereg":           "a grant and its revocation: register 4 KiB, deregister it",
+	"BindInvalidate":     "the same with a type-2 window: bind, invalidate (each reaped)",
 }
 
 // benchResult is what one kernel's bench VM measured.
