@@ -85,11 +85,12 @@ type SendWR struct {
 // QP's peer can use it; it must be invalidated (WRLocalInv, or the
 // peer's WRSendWithInv) before it is bound again, and a bind of a window
 // bound here is refused. To take a window back from a peer that may
-// misbehave, Close it rather than invalidate it: see docs/MEMORY.md. A type-1 window is
-// open to any QP of its PD, and a bind with a nil MR and Length 0
-// unbinds it. A bind that breaks the verbs' rules (a range outside the
-// MR, rights the MR cannot back) is refused at post with EINVAL, before
-// the device would fail it and move the QP to the error state.
+// misbehave, Close it rather than invalidate it: see docs/MEMORY.md. A
+// type-1 window is open to any QP of its PD, and a bind with a nil MR and
+// Length 0 unbinds it. A bind that breaks the verbs' rules (a range
+// outside the MR, rights the MR cannot back) is refused at post with
+// EINVAL, before the device would fail it and move the QP to the error
+// state. Windows are bound on rxe; mlx5 answers EOPNOTSUPP for now.
 type MWBind struct {
 	MW     *MW
 	MR     *MR
