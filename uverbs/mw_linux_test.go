@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -349,10 +350,8 @@ func TestMRRereg(t *testing.T) {
 		t.Errorf("no change: %v, want EINVAL", err)
 	}
 	err = mr.Rereg(uverbs.ReregAccess, nil, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
-	var uname unix.Utsname
-	_ = unix.Uname(&uname)
-	release := unix.ByteSliceToString(uname.Release[:])
-	old := rdmatest.Provider(t) == "rxe" && release < "6.12"
+	release := testutil.KernelRelease(t)
+	old := rdmatest.Provider(t) == "rxe" && !testutil.KernelAtLeast(t, 6, 12)
 	switch {
 	case old && !errors.Is(err, uverbs.ErrNotSupported):
 		t.Fatalf("rereg on rxe, kernel %s: %v, want ErrNotSupported", release, err)

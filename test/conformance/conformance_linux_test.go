@@ -182,7 +182,7 @@ func TestSolicitedArmFlush(t *testing.T) {
 // departsOnFlush reports whether the kernel is one known to post flushes
 // unsolicited: rxe after 6.1.
 func departsOnFlush(t *testing.T) bool {
-	return rdmatest.Provider(t) == "rxe" && !strings.HasPrefix(kernelRelease(t), "6.1.")
+	return rdmatest.Provider(t) == "rxe" && !strings.HasPrefix(testutil.KernelRelease(t), "6.1.")
 }
 
 // reportDeparture takes the event, if any, that an unsuccessful
@@ -205,24 +205,17 @@ func (f *fix) reportDeparture(t *testing.T, c *cq.CQ, what string, known bool) {
 	case ok:
 		got.Ack(1)
 		if known {
-			t.Logf("DEPARTURE GONE: %s raised an event on %s (the man page's rule); docs/CQ.md still lists it as a departure", what, kernelRelease(t))
+			t.Logf("DEPARTURE GONE: %s raised an event on %s (the man page's rule); docs/CQ.md still lists it as a departure", what, testutil.KernelRelease(t))
 		} else {
-			t.Logf("%s: an event, as the man page says (%s)", what, kernelRelease(t))
+			t.Logf("%s: an event, as the man page says (%s)", what, testutil.KernelRelease(t))
 		}
 	default:
 		if known {
-			t.Logf("departure, as documented in docs/CQ.md: %s raised no event on %s", what, kernelRelease(t))
+			t.Logf("departure, as documented in docs/CQ.md: %s raised no event on %s", what, testutil.KernelRelease(t))
 		} else {
-			t.Logf("NEW DEPARTURE: %s raised no event on %s, against the man page; add it to docs/CQ.md", what, kernelRelease(t))
+			t.Logf("NEW DEPARTURE: %s raised no event on %s, against the man page; add it to docs/CQ.md", what, testutil.KernelRelease(t))
 		}
 	}
-}
-func kernelRelease(t *testing.T) string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }
 
 // 6, departure. An unsuccessful receive caused by an incoming packet (a

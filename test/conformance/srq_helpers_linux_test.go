@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
@@ -238,21 +236,6 @@ func wantErrAt(t *testing.T, what string, n int, err error, i int, want error) {
 	if n != i || !errors.Is(err, want) || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("work request %d", i)) {
 		t.Errorf("%s: %d posted, %v; want %d posted and an error wrapping %v that names work request %d", what, n, err, i, want, i)
 	}
-}
-
-// kernelAtLeast reports whether the running kernel's version is at least
-// major.minor.
-func kernelAtLeast(t *testing.T, major, minor int) bool {
-	t.Helper()
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		t.Fatalf("kernel release %q: %v", u.Release[:], err)
-	}
-	return ma > major || ma == major && mi >= minor
 }
 
 // pollOne polls q for one completion for up to d.

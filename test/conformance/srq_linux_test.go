@@ -524,7 +524,7 @@ func TestSRQQPErrorFlushesOnlyItsOwn(t *testing.T) {
 	var must bool
 	switch {
 	case rdmatest.Provider(t) == "rxe":
-		must = kernelAtLeast(t, 6, 12)
+		must = testutil.KernelAtLeast(t, 6, 12)
 	case !rdmatest.OnModel():
 		must = true
 	}
