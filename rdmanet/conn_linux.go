@@ -114,10 +114,15 @@ type Conn struct {
 	// One-sided operations (region_linux.go). ops and opFree are made
 	// once, so that an operation allocates nothing; a slot's state, the
 	// regions and the bounce memory are guarded by mu.
-	ops        []opSlot
-	opFree     chan int // the slots not in use
-	regions    []*Region
-	bounceMu   sync.Mutex // serialises the bounce memory's allocation
+	ops      []opSlot
+	opFree   chan int // the slots not in use
+	regions  []*Region
+	bounceMu sync.Mutex // serialises the bounce memory's allocation
+	// regMu is held for reading by whatever registers or deregisters on
+	// the connection's PD (Register, allocBounce, Region.Close), and by
+	// Close for writing while it tears the connection down: no MR comes
+	// or goes under the PD's deallocation.
+	regMu      sync.RWMutex
 	bounce     bounceMem
 	rexp, wexp expiry // the deadlines again, as channels many waiters select on
 }
@@ -642,8 +647,10 @@ func (c *Conn) Close() error {
 		// parked or about to park, before the CQ goes with the connection.
 		_ = c.ch.Close()
 		<-c.reactDone
+		c.regMu.Lock()
 		c.closeErr = c.rc.Close() // its Release calls releaseAll
 		c.releaseAll()            // (a no-op then)
+		c.regMu.Unlock()
 	})
 	if !first {
 		return c.opErr("close", net.ErrClosed)

@@ -105,7 +105,7 @@ type Region struct {
 	closing  bool          // Close began (or the Conn's Close deregistered it): no new operation uses it
 	users    int           // operations in flight in its memory
 	idle     chan struct{} // made by a Close waiting for users; closed when they are done
-	released bool          // the Conn's Close deregistered it while its Close waited
+	released bool          // the Conn's Close deregistered it
 }
 
 // Register registers b for RDMA on the connection's device and returns
@@ -124,6 +124,8 @@ func (c *Conn) Register(b []byte) (*Region, error) {
 	if len(b) == 0 {
 		return nil, c.opErr("register", fmt.Errorf("rdmanet: a region of no bytes: %w", unix.EINVAL))
 	}
+	c.regMu.RLock()
+	defer c.regMu.RUnlock()
 	c.mu.Lock()
 	closing := c.closing
 	c.mu.Unlock()
@@ -178,11 +180,16 @@ func (r *Region) Close() error {
 		r.idle = idle
 		c.mu.Unlock()
 		<-idle
-		c.mu.Lock()
-		if r.released {
-			c.mu.Unlock()
-			return c.opErr("close region", net.ErrClosed)
-		}
+	} else {
+		c.mu.Unlock()
+	}
+	// Not while the Conn's Close tears down, which deregisters it then.
+	c.regMu.RLock()
+	defer c.regMu.RUnlock()
+	c.mu.Lock()
+	if r.released {
+		c.mu.Unlock()
+		return c.opErr("close region", net.ErrClosed)
 	}
 	for i, x := range c.regions {
 		if x == r {
@@ -527,11 +534,16 @@ func (c *Conn) regionLocked(addr uint64, n int) *Region {
 func (c *Conn) allocBounce() error {
 	c.bounceMu.Lock()
 	defer c.bounceMu.Unlock()
+	c.regMu.RLock()
+	defer c.regMu.RUnlock()
 	c.mu.Lock()
-	done := c.bounce.mr != nil
+	done, closing := c.bounce.mr != nil, c.closing
 	c.mu.Unlock()
-	if done {
+	switch {
+	case done:
 		return nil
+	case closing:
+		return net.ErrClosed
 	}
 	size := c.cfg.BufferSize
 	buf, err := uverbs.AllocBuffer(opSlots * size)
@@ -554,25 +566,20 @@ func (c *Conn) allocBounce() error {
 	return nil
 }
 
-// releaseOneSided deregisters the regions still open and the bounce
+// releaseOneSided deregisters the regions still listed and the bounce
 // memory: Close calls it once the QP is destroyed, so no operation is in
 // flight, and before the connection's PD goes, so it deregisters them
-// all itself: a Region's Close waiting for its users is woken and
-// returns net.ErrClosed.
+// all itself: a Region's Close under way (waiting for its users, or for
+// Close's end) returns net.ErrClosed.
 func (c *Conn) releaseOneSided() {
 	c.mu.Lock()
-	var own []*Region
-	for _, r := range c.regions {
-		switch {
-		case r.idle != nil:
+	own := c.regions
+	for _, r := range own {
+		if r.idle != nil {
 			close(r.idle)
 			r.idle = nil
-			r.released = true
-			own = append(own, r)
-		case !r.closing:
-			r.closing = true
-			own = append(own, r)
 		}
+		r.closing, r.released = true, true
 	}
 	c.regions = nil
 	b := c.bounce
