@@ -148,6 +148,43 @@ const (
 	MLX5_INLINE_SEG = 0x80000000
 )
 
+// An anonymous enum of infiniband/mlx5dv.h.
+const (
+	MLX5_WQE_UMR_CTRL_FLAG_INLINE            = 0x80
+	MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE        = 0x20
+	MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET = 0x10
+	MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN         = 0x8
+)
+
+// An anonymous enum of infiniband/mlx5dv.h.
+const (
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN                 = 0x1
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR          = 0x40
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_SIG_ERR             = 0x200
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_BSF_ENABLE          = 0x1000
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY                = 0x2000
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN                 = 0x4000
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE  = 0x40000
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ  = 0x80000
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE = 0x100000
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC       = 0x200000
+	MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE                = 0x20000000
+)
+
+// An anonymous enum of infiniband/mlx5dv.h.
+const (
+	MLX5_WQE_MKEY_CONTEXT_FREE = 0x40
+)
+
+// An anonymous enum of infiniband/mlx5dv.h.
+const (
+	MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC       = 0x40
+	MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE = 0x20
+	MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ  = 0x10
+	MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE  = 0x8
+	MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_READ   = 0x4
+)
+
 // Mlx5ErrCQE mirrors struct mlx5_err_cqe (infiniband/mlx5dv.h).
 type Mlx5ErrCQE struct {
 	_             structs.HostLayout
@@ -258,6 +295,46 @@ type Mlx5WqeAtomicSeg struct {
 type Mlx5WqeInlDataSeg struct {
 	_         structs.HostLayout
 	ByteCount uint32
+}
+
+// Mlx5WqeUmrCtrlSeg mirrors struct mlx5_wqe_umr_ctrl_seg (infiniband/mlx5dv.h).
+type Mlx5WqeUmrCtrlSeg struct {
+	_                 structs.HostLayout
+	Flags             uint8
+	Rsvd0             [3]uint8
+	KlmOctowords      uint16 // __be16
+	TranslationOffset uint16 // union { __be16 translation_offset; __be16 bsf_octowords; }
+	MkeyMask          uint64 // __be64
+	Rsvd1             [32]uint8
+}
+
+// Mlx5WqeUmrKlmSeg mirrors struct mlx5_wqe_umr_klm_seg (infiniband/mlx5dv.h).
+type Mlx5WqeUmrKlmSeg struct {
+	_         structs.HostLayout
+	ByteCount uint32 // __be32
+	Mkey      uint32 // __be32
+	Address   uint64 // __be64
+}
+
+// Mlx5WqeMkeyContextSeg mirrors struct mlx5_wqe_mkey_context_seg (infiniband/mlx5dv.h).
+type Mlx5WqeMkeyContextSeg struct {
+	_                       structs.HostLayout
+	Free                    uint8
+	Reserved1               uint8
+	AccessFlags             uint8
+	Sf                      uint8
+	QPNMkey                 uint32    // __be32
+	Reserved2               uint32    // __be32
+	FlagsPD                 uint32    // __be32
+	StartAddr               uint64    // __be64
+	Len                     uint64    // __be64
+	BsfOctwordSize          uint32    // __be32
+	Reserved3               [4]uint32 // __be32
+	TranslationsOctwordSize uint32    // __be32
+	Reserved4               [3]uint8
+	LogPageSize             uint8
+	Reserved                uint32 // __be32
+	// Then union mlx5_wqe_umr_inline_seg inseg[]: a flexible array, at unsafe.Sizeof(Mlx5WqeMkeyContextSeg{}).
 }
 
 // Offsets of members inside unions and nested structs, from offsetof.

@@ -90,7 +90,8 @@ type SendWR struct {
 // Length 0 unbinds it. A bind that breaks the verbs' rules (a range
 // outside the MR, rights the MR cannot back) is refused at post with
 // EINVAL, before the device would fail it and move the QP to the error
-// state. Windows are bound on rxe; mlx5 answers EOPNOTSUPP for now.
+// state. On mlx5 a window spans at most 2 GiB (EOPNOTSUPP past that), and
+// its bind takes the send queue's room of up to three requests.
 type MWBind struct {
 	MW     *MW
 	MR     *MR

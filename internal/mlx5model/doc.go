@@ -13,8 +13,9 @@
 // objects and handles, and the mlx5 driver data (mlx5_ib_alloc_ucontext,
 // mlx5_ib_create_cq, mlx5_ib_create_qp, mlx5_ib_resize_cq,
 // mlx5_ib_create_srq and its modify, query and destroy,
-// mlx5_ib_create_ah_resp, the UAR driver object). Completion channels and
-// the async event fd are pipes, written as the kernel queues events.
+// mlx5_ib_create_ah_resp, mlx5_ib_alloc_mw, the UAR driver object).
+// Completion channels and the async event fd are pipes, written as the
+// kernel queues events.
 // Context.FD is a memfd that stands for the uverbs fd: the provider mmaps
 // UAR pages from it, and the model maps the same pages and watches them
 // as ordinary memory.
@@ -25,7 +26,11 @@
 // execute the posted WQEs (ctrl, remote-address, atomic, datagram, data
 // and inline segments, wrapping at the end of the ring), moving bytes
 // between registered buffers after checking keys, ranges, protection
-// domains and access rights; RC waits (RNR) for a receive. A QP on a
+// domains and access rights; RC waits (RNR) for a receive. Memory
+// windows are mkeys of their own, which UMR WQEs bind (to a range of an
+// MR and, for type 2, to the posting QP) and free, and a send with
+// invalidate frees at its responder; an access through a window is held
+// to its range, rights and QP. A QP on a
 // shared receive queue takes its receives from the SRQ's linked WQEs in
 // list order (its own place in the list, and a count of WQEs taken
 // against the doorbell record's), its CQEs naming the SRQ's WQE; an

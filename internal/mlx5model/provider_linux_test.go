@@ -2,10 +2,13 @@ package mlx5model_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
@@ -204,18 +207,112 @@ func TestProviderUDImm(t *testing.T) {
 	rdmatest.PollN(t, f.scq, 1)
 }
 
-// A send with invalidate reports the rkey to the receiver.
+// A send with invalidate reports the rkey to the receiver, whose window
+// it was; the model refuses one that names no window of the receiver's.
 func TestProviderSendWithInv(t *testing.T) {
 	f := psetup(t)
+	mr, err := f.pd.RegMR(f.mem[1<<19:], uverbs.AccessLocalWrite|uverbs.AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	mw, err := f.pd.AllocMW(uverbs.MWType2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
 	a, b := f.pair(t)
+	post(t, b, uverbs.SendWR{WRID: 9, Opcode: uverbs.WRBindMW, Flags: uverbs.SendSignaled,
+		Bind: &uverbs.MWBind{MW: mw, MR: mr, Addr: mr.Addr(), Length: 64, Access: uverbs.AccessRemoteRead}})
+	if w := rdmatest.PollN(t, f.rcq, 1)[0]; w.Status != cq.Success || w.Opcode != cq.OpBindMW || w.WRID != 9 {
+		t.Fatalf("bind: %+v", w)
+	}
 	recv(t, b, 1, rdmatest.SGE(t, f.mr, 4096, 64))
-	post(t, a, uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSendWithInv, Flags: uverbs.SendSignaled, Imm: 0x1234567,
+	post(t, a, uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSendWithInv, Flags: uverbs.SendSignaled, Imm: mw.RKey(),
 		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}})
 	w := rdmatest.PollN(t, f.rcq, 1)[0]
-	if w.Status != cq.Success || w.Flags&cq.WithInv == 0 || w.Imm != 0x1234567 {
+	if w.Status != cq.Success || w.Flags&cq.WithInv == 0 || w.Imm != mw.RKey() {
 		t.Errorf("receive %+v", w)
 	}
 	rdmatest.PollN(t, f.scq, 1)
+
+	// The same key again: the window is free now.
+	recv(t, b, 3, rdmatest.SGE(t, f.mr, 4096, 64))
+	post(t, a, uverbs.SendWR{WRID: 4, Opcode: uverbs.WRSendWithInv, Flags: uverbs.SendSignaled, Imm: mw.RKey(),
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}})
+	if w := rdmatest.PollN(t, f.rcq, 1)[0]; w.Status != cq.LocProtErr {
+		t.Errorf("receive of an invalidation of a free window: %+v (%v)", w, w.Status)
+	}
+	if w := rdmatest.PollN(t, f.scq, 1)[0]; w.Status != cq.RemAccessErr {
+		t.Errorf("send with invalidate of a free window: %+v (%v)", w, w.Status)
+	}
+}
+
+// A window's WQEs are larger than a small QP's: a bind takes the room of
+// three one-block WQEs, an invalidation two, and the queue refuses what
+// does not fit rather than overrun its ring (which the model would
+// report). The WQE after each carries the small fence.
+func TestProviderWindowRoom(t *testing.T) {
+	f := psetup(t)
+	mr, err := f.pd.RegMR(f.mem[1<<19:], uverbs.AccessLocalWrite|uverbs.AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	a, err := f.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: f.scq, RecvCQ: f.scq,
+		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := f.qp(t, uverbs.RC, f.rcq, f.rcq)
+	rdmatest.ConnectRC(t, a, b)
+	if got := a.Cap().MaxSendWR; got != 4 {
+		t.Fatalf("MaxSendWR %d, want 4", got)
+	}
+	var mws []*uverbs.MW
+	for range 3 {
+		mw, err := f.pd.AllocMW(uverbs.MWType2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mw.Close()
+		mws = append(mws, mw)
+	}
+	bind := func(mw *uverbs.MW, off uint64) uverbs.SendWR {
+		return uverbs.SendWR{WRID: off, Opcode: uverbs.WRBindMW, Flags: uverbs.SendSignaled,
+			Bind: &uverbs.MWBind{MW: mw, MR: mr, Addr: mr.Addr() + off, Length: 64, Access: uverbs.AccessRemoteWrite}}
+	}
+	// One bind (three WQEs' room) and a write fit in four; a second bind does not.
+	n, err := a.PostSend([]uverbs.SendWR{bind(mws[0], 0), {WRID: 100, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{rdmatest.SGE(t, f.mr, 0, 8)}, RemoteAddr: f.mr.Addr() + 64, RKey: f.mr.RKey()}, bind(mws[1], 64)})
+	if n != 2 || !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("posted %d (%v), want 2 and ENOMEM", n, err)
+	}
+	for _, w := range rdmatest.PollN(t, f.scq, 2) {
+		if w.Status != cq.Success {
+			t.Fatalf("%+v (%v)", w, w.Status)
+		}
+	}
+	post(t, a, uverbs.SendWR{WRID: 6, Opcode: uverbs.WRLocalInv, Flags: uverbs.SendSignaled, Bind: &uverbs.MWBind{MW: mws[0]}})
+	rdmatest.PollN(t, f.scq, 1)
+	// Around the ring: binds and invalidations.
+	for i := range 20 {
+		mw := mws[i%3]
+		for _, wr := range []uverbs.SendWR{bind(mw, uint64(i%3)*64+128),
+			{WRID: 7, Opcode: uverbs.WRLocalInv, Flags: uverbs.SendSignaled, Bind: &uverbs.MWBind{MW: mw}}} {
+			post(t, a, wr)
+			if w := rdmatest.PollN(t, f.scq, 1)[0]; w.Status != cq.Success || w.WRID != wr.WRID {
+				t.Fatalf("round %d: %+v (%v)", i, w, w.Status)
+			}
+		}
+	}
+	if err := mws[0].Close(); err != nil { // a window bound once, to a QP still open
+		t.Fatal(err)
+	}
+	if s := rdmatest.Model(t).Stats(); s.WQEs == 0 {
+		t.Error("no WQEs executed")
+	}
 }
 
 // The QPs of one context ring one half of one blue-flame register, each

@@ -86,6 +86,7 @@ type qp struct {
 	sweep      bool      // run to the doorbell record (coalesced doorbells, errors)
 	dbSince    time.Time // when the send record moved with no doorbell
 	rnrWait    bool
+	umrFence   bool // the last WQE executed was a UMR: the next must carry a fence
 	rnrSince   time.Time
 	scratch    []byte
 	asyncs     uint32
@@ -499,7 +500,7 @@ func (c *Context) modifyQP(m *uapi.IBUverbsModifyQP) unix.Errno {
 		// as the provider's producers do.
 		q.state = qpsReset
 		q.sqCI, q.rqCI = 0, 0
-		q.bellValid, q.sweep, q.rnrWait = false, false, false
+		q.bellValid, q.sweep, q.rnrWait, q.umrFence = false, false, false, false
 		q.dbSince = time.Time{}
 	case next == qpsErr:
 		c.d.qpError(q)

@@ -102,6 +102,9 @@ func (c *Context) disassociate() error {
 			t.object = uapi.UVERBS_OBJECT_PD
 		case *mr:
 			t.object = uapi.UVERBS_OBJECT_MR
+			if o.win != nil {
+				t.object = uapi.UVERBS_OBJECT_MW
+			}
 			delete(d.mrs, o.key)
 		case *ah:
 			t.object = uapi.UVERBS_OBJECT_AH
@@ -183,6 +186,9 @@ func (c *Context) afterRemoval(a *args) unix.Errno {
 	case key(uapi.UVERBS_OBJECT_MR, uapi.UVERBS_METHOD_MR_DESTROY):
 		_, e := c.bury(a.val(uapi.UVERBS_ATTR_DESTROY_MR_HANDLE), uapi.UVERBS_OBJECT_MR)
 		return e
+	case key(uapi.UVERBS_OBJECT_MW, uapi.UVERBS_METHOD_MW_DESTROY):
+		_, e := c.bury(a.val(uapi.UVERBS_ATTR_DESTROY_MW_HANDLE), uapi.UVERBS_OBJECT_MW)
+		return e
 	case key(uapi.UVERBS_OBJECT_AH, uapi.UVERBS_METHOD_AH_DESTROY):
 		_, e := c.bury(a.val(uapi.UVERBS_ATTR_DESTROY_AH_HANDLE), uapi.UVERBS_OBJECT_AH)
 		return e
@@ -223,6 +229,10 @@ var removedWriteCmds = map[uint32]writeCmd{
 	}},
 	uapi.IB_USER_VERBS_CMD_DEREG_MR: {4, 0, func(w *wargs) unix.Errno {
 		_, e := w.c.bury(uint64(ne32(w.in)), uapi.UVERBS_OBJECT_MR)
+		return e
+	}},
+	uapi.IB_USER_VERBS_CMD_DEALLOC_MW: {4, 0, func(w *wargs) unix.Errno {
+		_, e := w.c.bury(uint64(ne32(w.in)), uapi.UVERBS_OBJECT_MW)
 		return e
 	}},
 	uapi.IB_USER_VERBS_CMD_DESTROY_AH: {4, 0, func(w *wargs) unix.Errno {

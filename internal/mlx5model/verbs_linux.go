@@ -117,6 +117,10 @@ func buildMethods() {
 			handle: func(a *args) unix.Errno { return a.c.deregMR(uint32(a.val(0))) },
 			attrs:  []attrSpec{{id: uapi.UVERBS_ATTR_DESTROY_MR_HANDLE, kind: kIDR, mandatory: true}},
 		},
+		key(uapi.UVERBS_OBJECT_MW, uapi.UVERBS_METHOD_MW_DESTROY): {
+			handle: func(a *args) unix.Errno { return a.c.deallocMW(uint32(a.val(0))) },
+			attrs:  []attrSpec{{id: uapi.UVERBS_ATTR_DESTROY_MW_HANDLE, kind: kIDR, mandatory: true}},
+		},
 		key(uapi.UVERBS_OBJECT_AH, uapi.UVERBS_METHOD_AH_DESTROY): {
 			handle: func(a *args) unix.Errno { return a.c.destroyAH(uint32(a.val(0))) },
 			attrs:  []attrSpec{{id: uapi.UVERBS_ATTR_DESTROY_AH_HANDLE, kind: kIDR, mandatory: true}},
@@ -572,6 +576,7 @@ type mr struct {
 	iova, length uint64
 	base         unsafe.Pointer // the memory at iova
 	access       uint32
+	win          *window // a memory window's mkey (mw_linux.go); nil for an MR
 }
 
 type ah struct {
@@ -597,7 +602,7 @@ func (c *Context) deallocPD(h uint32) unix.Errno {
 
 func (c *Context) deregMR(h uint32) unix.Errno {
 	m, ok := c.handles[h].(*mr)
-	if !ok {
+	if !ok || m.win != nil {
 		return unix.EINVAL
 	}
 	delete(c.handles, h)

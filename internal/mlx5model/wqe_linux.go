@@ -73,6 +73,10 @@ func (d *Device) execWQE(q *qp, pend uint32) (uint32, bool) {
 		off = 0
 	}
 	d.stats.WQEs++
+	if q.umrFence && fm&(uapi.MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE|uapi.MLX5_WQE_CTRL_FENCE) == 0 {
+		d.violate("QP %#x: WQE %d follows a UMR without a fence", q.qpn, idx)
+	}
+	q.umrFence = opcode == uapi.MLX5_OPCODE_UMR
 	signaled := fm&uapi.MLX5_WQE_CTRL_CQ_UPDATE != 0
 	if q.state == qpsErr {
 		d.reqError(q, idx, opcode, uapi.MLX5_CQE_SYNDROME_WR_FLUSH_ERR, vendorFlush)
@@ -153,7 +157,7 @@ func (d *Device) local(q *qp, segs []byte, write bool) ([]span, uint64, uint8) {
 		if n == 0 {
 			n = 1 << 31 // the device reads a byte count of 0 as 2 GiB
 		}
-		p, ok := d.mem(q.pd, lkey, addr, n, func(a uint32) bool {
+		p, ok := d.mem(q.pd, nil, lkey, addr, n, func(a uint32) bool {
 			return !write || a&uapi.IB_UVERBS_ACCESS_LOCAL_WRITE != 0
 		})
 		if !ok {
@@ -166,10 +170,16 @@ func (d *Device) local(q *qp, segs []byte, write bool) ([]span, uint64, uint8) {
 }
 
 // mem finds n bytes at addr of the region key names, in protection domain
-// p, if allowed says its rights suffice.
-func (d *Device) mem(p *pd, key uint32, addr, n uint64, allowed func(uint32) bool) (unsafe.Pointer, bool) {
+// p, if allowed says its rights suffice. A memory window's key is good
+// for a peer's access only (responder, the QP it arrives at, not nil):
+// while the window is bound, to that QP if it is of type 2, and within
+// its range.
+func (d *Device) mem(p *pd, responder *qp, key uint32, addr, n uint64, allowed func(uint32) bool) (unsafe.Pointer, bool) {
 	m := d.mrs[key]
 	if m == nil || m.pd != p || !allowed(m.access) {
+		return nil, false
+	}
+	if m.win != nil && (responder == nil || !d.usable(m) || m.win.typ == 2 && m.win.qpn != responder.qpn) {
 		return nil, false
 	}
 	if addr < m.iova || addr+n > m.iova+m.length || addr+n < addr {
@@ -242,6 +252,8 @@ func (d *Device) exec(q *qp, opcode uint8, w []byte, imm [4]byte, solicited bool
 	switch opcode {
 	case uapi.MLX5_OPCODE_NOP:
 		return result{}
+	case uapi.MLX5_OPCODE_UMR:
+		return d.execUMR(q, w, imm)
 	case uapi.MLX5_OPCODE_RDMA_WRITE, uapi.MLX5_OPCODE_RDMA_WRITE_IMM, uapi.MLX5_OPCODE_RDMA_READ:
 		if len(w) < off+raddrSize {
 			return result{synd: uapi.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR}
@@ -371,7 +383,7 @@ func (d *Device) remote(peer *qp, raddr []byte, n uint64, right uint32) ([]span,
 	if n == 0 {
 		return nil, true
 	}
-	p, ok := d.mem(peer.pd, rkey, addr, n, func(a uint32) bool { return a&right != 0 })
+	p, ok := d.mem(peer.pd, peer, rkey, addr, n, func(a uint32) bool { return a&right != 0 })
 	if !ok {
 		return nil, false
 	}
@@ -410,6 +422,12 @@ func (d *Device) deliver(q, peer *qp, opcode uint8, src []span, length uint64, i
 	if capacity < length {
 		d.respError(peer, uapi.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, vendorDefault)
 		return result{synd: uapi.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, respErr: true, asyncType: 2}
+	}
+	if opcode == uapi.MLX5_OPCODE_SEND_INVAL && !d.remoteInvalidate(peer, be.Uint32(imm[:])) {
+		// No window of the responder's to invalidate: a protection
+		// error there, an access error NAKed to the requester.
+		d.respError(peer, uapi.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, vendorDefault)
+		return result{synd: uapi.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, respErr: true, asyncType: 3}
 	}
 	move(dst, src)
 	op := uint8(uapi.MLX5_CQE_RESP_SEND)

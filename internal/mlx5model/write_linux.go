@@ -75,6 +75,16 @@ var writeCmds = map[uint32]writeCmd{
 		return 0
 	}},
 	uapi.IB_USER_VERBS_CMD_DEREG_MR: {4, 0, func(w *wargs) unix.Errno { return w.c.deregMR(ne32(w.in)) }},
+	uapi.IB_USER_VERBS_CMD_ALLOC_MW: {int(unsafe.Sizeof(uapi.IBUverbsAllocMW{})), int(unsafe.Sizeof(uapi.IBUverbsAllocMWResp{})), func(w *wargs) unix.Errno {
+		m, e := w.c.allocMW(view[uapi.IBUverbsAllocMW](w.in), w.uhwIn)
+		if e != 0 {
+			return e
+		}
+		r := uapi.IBUverbsAllocMWResp{MWHandle: m.handle, Rkey: m.key}
+		w.respond(structBytes(&r))
+		return 0
+	}},
+	uapi.IB_USER_VERBS_CMD_DEALLOC_MW: {4, 0, func(w *wargs) unix.Errno { return w.c.deallocMW(ne32(w.in)) }},
 	uapi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: {8, 4, func(w *wargs) unix.Errno {
 		p, err := newEventPipe(int(unsafe.Sizeof(uapi.IBUverbsCompEventDesc{})))
 		if err != nil {

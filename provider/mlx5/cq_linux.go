@@ -331,6 +331,11 @@ func (q *completionQueue) pollLocked(wcs []cq.WC) int {
 			default:
 				ok = decodeCQE(w, c, qp.ud)
 			}
+			if !ok && c[cqeSopDropQPN] == opUMR && c.opcode() == cqeReq && qp.sq.umrOp != nil {
+				// A window's bind or invalidation: the WQE says which.
+				*w = cq.WC{QPNum: qpn, Opcode: qp.sq.umrOpcode(c.wqeCounter())}
+				ok = true
+			}
 			switch {
 			case !ok:
 				*w = cq.WC{Status: cq.GeneralErr, QPNum: qpn, VendorErr: uint32(c[cqeOpOwn])}

@@ -74,6 +74,7 @@ const (
 	opRDMARead     = 0x10
 	opAtomicCS     = 0x11
 	opAtomicFA     = 0x12
+	opUMR          = 0x25 // binds and invalidations of memory windows
 )
 
 // Send WQE: 64-byte basic blocks of 16-byte segments.
@@ -90,9 +91,10 @@ const (
 	ctrlImm            = 12 // be32
 	ctrlSize           = 16
 
-	ctrlCQUpdate  = 0x08
-	ctrlSolicited = 0x02
-	ctrlFence     = 0x80
+	ctrlCQUpdate   = 0x08
+	ctrlSolicited  = 0x02
+	ctrlSmallFence = 0x20 // waits for the WQE before (a UMR) to finish locally
+	ctrlFence      = 0x80
 
 	// struct mlx5_wqe_raddr_seg
 	raddrAddr = 0 // be64
@@ -129,6 +131,52 @@ const (
 	avSize       = 48
 
 	extendedUDAV = 0x80000000
+
+	// struct mlx5_wqe_umr_ctrl_seg: what a UMR WQE changes in the mkey
+	// (a memory window) the ctrl segment's immediate names.
+	umrFlags        = 0  // u8
+	umrKLMOctowords = 4  // be16: translation entries that follow, in 16-byte units
+	umrMkeyMask     = 8  // be64: which fields of the mkey context to take
+	umrCtrlSize     = 48 // then the mkey context
+
+	umrFlagCheckQPN     = 0x08
+	umrFlagTransOffset  = 0x10
+	umrFlagCheckFree    = 0x20
+	umrFlagInline       = 0x80
+	umrMaskLen          = 1 << 0
+	umrMaskStartAddr    = 1 << 6
+	umrMaskMkey         = 1 << 13
+	umrMaskQPN          = 1 << 14
+	umrMaskLocalWrite   = 1 << 18
+	umrMaskRemoteRead   = 1 << 19
+	umrMaskRemoteWrite  = 1 << 20
+	umrMaskAtomic       = 1 << 21
+	umrMaskFree         = 1 << 29
+	umrKLMOctowordsBind = 4 // one KLM entry, padded to 64 bytes
+
+	// struct mlx5_wqe_mkey_context_seg: the window's new state.
+	mkeyFree        = 0  // u8: mkeyFreeBit for an invalidation
+	mkeyAccessFlags = 2  // u8
+	mkeyQPNMkey     = 4  // be32: bound QPN<<8 (0xffffff for none) | the key's new low byte
+	mkeyStartAddr   = 16 // be64
+	mkeyLen         = 24 // be64
+	mkeyCtxSize     = 64
+
+	mkeyFreeBit          = 0x40
+	mkeyAccessLocalWrite = 0x08
+	mkeyAccessRemoteRead = 0x10
+	mkeyAccessRemoteWrt  = 0x20
+	mkeyAccessAtomic     = 0x40
+
+	// struct mlx5_wqe_umr_klm_seg, in a 64-byte block: the window's
+	// range in its MR.
+	klmByteCount = 0 // be32
+	klmMkey      = 4 // be32: the MR's lkey
+	klmAddress   = 8 // be64
+	klmBlockSize = 64
+
+	umrBindSize = ctrlSize + umrCtrlSize + mkeyCtxSize + klmBlockSize // 192: 3 basic blocks
+	umrInvSize  = ctrlSize + umrCtrlSize + mkeyCtxSize                // 128: 2
 
 	invalidLKey = 0x100 // ends a receive WQE's scatter list
 )

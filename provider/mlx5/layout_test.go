@@ -18,6 +18,9 @@ func TestLayout(t *testing.T) {
 	var atomic uapi.Mlx5WqeAtomicSeg
 	var data uapi.Mlx5WqeDataSeg
 	var av uapi.Mlx5WqeAv
+	var umr uapi.Mlx5WqeUmrCtrlSeg
+	var mkey uapi.Mlx5WqeMkeyContextSeg
+	var klm uapi.Mlx5WqeUmrKlmSeg
 	for _, c := range []struct {
 		name      string
 		ours, hdr uintptr
@@ -69,6 +72,40 @@ func TestLayout(t *testing.T) {
 		{"mlx5_wqe_av.hop_limit", avHopLimit, unsafe.Offsetof(av.HopLimit)},
 		{"mlx5_wqe_av.grh_gid_fl", avGRHGIDFL, unsafe.Offsetof(av.GrhGIDFl)},
 		{"mlx5_wqe_av.rgid", avRGID, unsafe.Offsetof(av.Rgid)},
+
+		{"sizeof(struct mlx5_wqe_umr_ctrl_seg)", umrCtrlSize, unsafe.Sizeof(umr)},
+		{"mlx5_wqe_umr_ctrl_seg.flags", umrFlags, unsafe.Offsetof(umr.Flags)},
+		{"mlx5_wqe_umr_ctrl_seg.klm_octowords", umrKLMOctowords, unsafe.Offsetof(umr.KlmOctowords)},
+		{"mlx5_wqe_umr_ctrl_seg.mkey_mask", umrMkeyMask, unsafe.Offsetof(umr.MkeyMask)},
+		{"sizeof(struct mlx5_wqe_mkey_context_seg)", mkeyCtxSize, unsafe.Sizeof(mkey)},
+		{"mlx5_wqe_mkey_context_seg.free", mkeyFree, unsafe.Offsetof(mkey.Free)},
+		{"mlx5_wqe_mkey_context_seg.access_flags", mkeyAccessFlags, unsafe.Offsetof(mkey.AccessFlags)},
+		{"mlx5_wqe_mkey_context_seg.qpn_mkey", mkeyQPNMkey, unsafe.Offsetof(mkey.QPNMkey)},
+		{"mlx5_wqe_mkey_context_seg.start_addr", mkeyStartAddr, unsafe.Offsetof(mkey.StartAddr)},
+		{"mlx5_wqe_mkey_context_seg.len", mkeyLen, unsafe.Offsetof(mkey.Len)},
+		{"mlx5_wqe_umr_klm_seg.byte_count", klmByteCount, unsafe.Offsetof(klm.ByteCount)},
+		{"mlx5_wqe_umr_klm_seg.mkey", klmMkey, unsafe.Offsetof(klm.Mkey)},
+		{"mlx5_wqe_umr_klm_seg.address", klmAddress, unsafe.Offsetof(klm.Address)},
+		{"MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN", umrFlagCheckQPN, uapi.MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN},
+		{"MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET", umrFlagTransOffset, uapi.MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET},
+		{"MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE", umrFlagCheckFree, uapi.MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE},
+		{"MLX5_WQE_UMR_CTRL_FLAG_INLINE", umrFlagInline, uapi.MLX5_WQE_UMR_CTRL_FLAG_INLINE},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN", umrMaskLen, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR", umrMaskStartAddr, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY", umrMaskMkey, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN", umrMaskQPN, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE", umrMaskLocalWrite, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ", umrMaskRemoteRead, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE", umrMaskRemoteWrite, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC", umrMaskAtomic, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC},
+		{"MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE", umrMaskFree, uapi.MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE},
+		{"MLX5_WQE_MKEY_CONTEXT_FREE", mkeyFreeBit, uapi.MLX5_WQE_MKEY_CONTEXT_FREE},
+		{"MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE", mkeyAccessLocalWrite, uapi.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE},
+		{"MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ", mkeyAccessRemoteRead, uapi.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ},
+		{"MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE", mkeyAccessRemoteWrt, uapi.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE},
+		{"MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC", mkeyAccessAtomic, uapi.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC},
+		{"MLX5_OPCODE_UMR", opUMR, uapi.MLX5_OPCODE_UMR},
+		{"MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE", ctrlSmallFence, uapi.MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE},
 
 		{"MLX5_CQE_OWNER_MASK", cqeOwnerMask, uapi.MLX5_CQE_OWNER_MASK},
 		{"MLX5_CQE_REQ", cqeReq, uapi.MLX5_CQE_REQ},

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
@@ -16,8 +17,10 @@ import (
 
 // The largest header a send WQE of each QP type needs before its data:
 // ctrl + raddr + atomic for RC, ctrl + raddr for UC, ctrl + datagram for
-// UD. (Memory-window and UMR work requests, which need more, are not
-// supported.)
+// UD. A memory window's bind (192 bytes) or invalidation (128) may need
+// more than a QP's WQE size: it then takes the room of as many WQEs as
+// its basic blocks fill (postWindowOp), where rdma-core sizes every RC
+// and UC WQE for a bind, tripling a small QP's ring for a rare request.
 const (
 	overheadRC = ctrlSize + raddrSize + atomicSize
 	overheadUC = ctrlSize + raddrSize
@@ -37,6 +40,8 @@ type sendQueue struct {
 	tail    atomic.Uint32
 	wrid    []uint64 // by first basic block
 	wqeHead []uint32 // head when the WQE at that block was posted
+	umrOp   []uint8  // a UMR WQE's completion opcode (bind or invalidate), by first basic block; RC and UC
+	wqeBB   uint32   // basic blocks of the largest WQE the QP was sized for
 	// pub publishes wrid and wqeHead to Poll: stored after a batch is
 	// written, loaded before they are read. The device orders them already
 	// (the doorbell record's release store, the CQE's owner bit and the
@@ -54,6 +59,13 @@ func (s *sendQueue) complete(ctr uint16) (wrid uint64, tail uint32) {
 	s.pub.Load()
 	idx := uint32(ctr) & (s.wqeCnt - 1)
 	return s.wrid[idx], s.wqeHead[idx] + 1
+}
+
+// umrOpcode returns the completion opcode of the UMR WQE at wqe_counter
+// ctr: a window's bind or invalidation.
+func (s *sendQueue) umrOpcode(ctr uint16) cq.Opcode {
+	s.pub.Load()
+	return cq.Opcode(s.umrOp[uint32(ctr)&(s.wqeCnt-1)])
 }
 
 // recvQueue is the receive half: WQEs of 2^shift bytes, each a list of
@@ -102,6 +114,13 @@ type queuePair struct {
 	plainOps uint32         // provider.PlainSendOps(typ)
 	fastOps  uint32         // the opcodes postPlain takes: plainOps, or UD's sends
 	atomics  uint32         // the opcodes postAtomics takes: RC's atomics, or none
+	// fence is the fence the next WQE carries: the small fence after a
+	// UMR, which the device must finish before a later request may use
+	// the window. While it is pending, fastOps and atomics are empty
+	// (their values wait in heldOps) so that postOneSend, which writes
+	// it, takes the next request: the fast loops never test for it.
+	fence   uint8
+	heldOps [2]uint32
 }
 
 // CreateQP sizes and allocates the queues, then creates the QP in the
@@ -189,6 +208,9 @@ func (c *context) newQP(typ uint8, sigAll bool, want kverbs.QPCap) (*queuePair, 
 	}
 	q.rq.mem, q.sq.mem = q.buf[:rqBytes], q.buf[rqBytes:rqBytes+sqBytes]
 	q.sq.wrid, q.sq.wqeHead = make([]uint64, q.sq.wqeCnt), make([]uint32, q.sq.wqeCnt)
+	if !q.ud {
+		q.sq.umrOp = make([]uint8, q.sq.wqeCnt)
+	}
 	q.rq.wrid = make([]uint64, q.rq.wqeCnt)
 	if q.db, err = c.dbs.get(); err != nil {
 		q.buf.free()
@@ -228,7 +250,7 @@ func (q *queuePair) size(want kverbs.QPCap, dev *uapi.Mlx5IBAllocUcontextResp) e
 	if dev.MaxSendWqebb != 0 && cnt > dev.MaxSendWqebb {
 		return fmt.Errorf("mlx5: %d send WRs of %d bytes, the device takes %d basic blocks: %w", want.MaxSendWR, wqeSize, dev.MaxSendWqebb, unix.EINVAL)
 	}
-	q.sq.wqeCnt, q.sq.maxPost = cnt, cnt*sendWQEBB/uint32(wqeSize)
+	q.sq.wqeCnt, q.sq.maxPost, q.sq.wqeBB = cnt, cnt*sendWQEBB/uint32(wqeSize), uint32(wqeSize/sendWQEBB)
 	q.cap = kverbs.QPCap{
 		MaxSendWR:     q.sq.maxPost,
 		MaxRecvWR:     q.rq.wqeCnt,
@@ -276,8 +298,8 @@ var wqeOpcode = [32]uint8{
 	provider.WRRDMARead:         opRDMARead,
 	provider.WRAtomicCmpSwp:     opAtomicCS,
 	provider.WRAtomicFetchAdd:   opAtomicFA,
-	provider.WRLocalInv:         opNop, // refused below
-	provider.WRBindMW:           opNop, // refused below
+	provider.WRLocalInv:         opUMR,
+	provider.WRBindMW:           opUMR,
 	provider.WRSendWithInv:      opSendInval,
 }
 
@@ -567,9 +589,7 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) error {
 			return err
 		}
 		if wr.Opcode == provider.WRBindMW || wr.Opcode == provider.WRLocalInv {
-			// The UMR WQEs that bind and invalidate windows on mlx5 are
-			// not written yet.
-			return fmt.Errorf("memory window opcode %d on mlx5: %w", wr.Opcode, unix.EOPNOTSUPP)
+			return q.postWindowOp(wr)
 		}
 	}
 	var ah *addressHandle
@@ -643,6 +663,11 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) error {
 	}
 	if wr.Flags&provider.SendFence != 0 {
 		fl |= ctrlFence
+	} else {
+		fl |= q.fence
+	}
+	if q.fence != 0 {
+		q.resumeFast()
 	}
 	be.PutUint32(ctrl[ctrlOpmodIdxOpcode:], (sq.curPost&0xffff)<<8|uint32(wqeOpcode[wr.Opcode]))
 	be.PutUint32(ctrl[ctrlQPNDS:], q.k.QPN<<8|ds)
@@ -659,6 +684,130 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) error {
 	sq.head++
 	q.bfWord = binary.NativeEndian.Uint64(ctrl[:8])
 	return nil
+}
+
+// postWindowOp writes the UMR WQE of a memory window's bind or local
+// invalidation (CheckSend checked wr.Bind), as rdma-core's mlx5 provider
+// lays it out: the ctrl segment, whose immediate names the window by its
+// current key; the UMR control segment, saying which fields of the
+// window's mkey change; the mkey context, the window's new state (its
+// key's low byte, the QP a type-2 window is bound to, the rights and
+// range, or free); and for a bind of a range, one KLM entry, the range
+// in its MR, in a 64-byte block. A bind is 192 bytes, an invalidation
+// or a type-1 unbind 128. The next WQE carries the small fence
+// (q.fence). The window's key and state move as on rxe (putWindowOp
+// there): nothing fails between here and the doorbell.
+//
+//go:noinline
+func (q *queuePair) postWindowOp(wr *provider.SendWR) error {
+	b, sq := wr.Bind, &q.sq
+	bind := wr.Opcode == provider.WRBindMW
+	if bind && b.Length > 1<<31 {
+		return fmt.Errorf("memory window of %d bytes (an mlx5 window's one translation entry spans at most 2 GiB): %w", b.Length, unix.EOPNOTSUPP)
+	}
+	size := umrInvSize
+	if bind && b.Length != 0 {
+		size = umrBindSize
+	}
+	nbb := uint32(size / sendWQEBB)
+	slots := (nbb + sq.wqeBB - 1) / sq.wqeBB // the WQEs' room it takes
+	if sq.head-sq.tail.Load()+slots > sq.maxPost {
+		return fmt.Errorf("send queue full (%d entries, a window's request takes %d): %w", sq.maxPost, slots, unix.ENOMEM)
+	}
+	mw := b.MW
+	cur := mw.RKey.Load()
+	next, typ := cur, mw.Type
+	if bind {
+		next = provider.NextRKey(cur)
+	} else {
+		typ = 2 // an invalidation unbinds a type-2 window (CheckSend)
+	}
+	idx := sq.curPost & (sq.wqeCnt - 1)
+	w := wqeWriter{ring: sq.mem, off: int(idx) * sendWQEBB}
+	ctrl := w.seg()
+	umr := w.segs(umrCtrlSize)
+	umr.zero(umrCtrlSize)
+	flags := uint8(umrFlagTransOffset | umrFlagInline)
+	mask := uint64(umrMaskFree | umrMaskMkey)
+	if typ == 2 {
+		mask |= umrMaskQPN
+	}
+	mkey := w.segs(mkeyCtxSize)
+	mkey.zero(mkeyCtxSize)
+	qpn := uint32(0xffffff) // a type-1 window, or a window freed, is bound to no QP
+	if size == umrBindSize {
+		if typ == 2 {
+			flags |= umrFlagCheckFree
+			qpn = q.k.QPN
+		}
+		mask |= umrMaskLen | umrMaskStartAddr | umrMaskLocalWrite | umrMaskRemoteRead | umrMaskRemoteWrite | umrMaskAtomic
+		umr.be16(umrKLMOctowords, umrKLMOctowordsBind)
+		var acc uint8
+		for _, f := range [...]struct {
+			ib  uint32
+			dev uint8
+		}{{1, mkeyAccessLocalWrite}, {2, mkeyAccessRemoteWrt}, {4, mkeyAccessRemoteRead}, {8, mkeyAccessAtomic}} {
+			if b.Access&f.ib != 0 {
+				acc |= f.dev
+			}
+		}
+		mkey.at(mkeyAccessFlags)[0] = acc
+		mkey.be64(mkeyStartAddr, b.Addr)
+		mkey.be64(mkeyLen, b.Length)
+		klm := w.segs(klmBlockSize)
+		klm.zero(klmBlockSize)
+		klm.be32(klmByteCount, uint32(b.Length))
+		klm.be32(klmMkey, b.MR.LKey)
+		klm.be64(klmAddress, b.Addr)
+	} else {
+		if typ == 2 {
+			flags |= umrFlagCheckQPN
+		}
+		mkey.at(mkeyFree)[0] = mkeyFreeBit
+	}
+	umr.at(umrFlags)[0] = flags
+	umr.be64(umrMkeyMask, mask)
+	mkey.be32(mkeyQPNMkey, qpn<<8|next&0xff)
+
+	fl := q.fence
+	if wr.Flags&provider.SendFence != 0 {
+		fl = ctrlFence
+	}
+	if wr.Flags&provider.SendSignaled != 0 || q.sigAll {
+		fl |= ctrlCQUpdate
+	}
+	if wr.Flags&provider.SendSolicited != 0 {
+		fl |= ctrlSolicited
+	}
+	ds := uint32(size / segSize)
+	be.PutUint32(ctrl[ctrlOpmodIdxOpcode:], (sq.curPost&0xffff)<<8|opUMR)
+	be.PutUint32(ctrl[ctrlQPNDS:], q.k.QPN<<8|ds)
+	ctrl[ctrlSignature], ctrl[9], ctrl[10], ctrl[ctrlFMCESE] = 0, 0, 0, fl
+	be.PutUint32(ctrl[ctrlImm:], cur)
+	sq.umrOp[idx] = uint8(cq.OpLocalInv)
+	if bind {
+		sq.umrOp[idx] = uint8(cq.OpBindMW)
+	}
+	sq.wrid[idx] = wr.WRID
+	sq.wqeHead[idx] = sq.head + slots - 1 // its completion frees all its room
+	sq.curPost += nbb
+	sq.head += slots
+	q.bfWord = binary.NativeEndian.Uint64(ctrl[:8])
+	mw.RKey.Store(next)
+	mw.Bound.Store(bind && typ == 2)
+	if q.fence == 0 {
+		q.heldOps = [2]uint32{q.fastOps, q.atomics}
+		q.fastOps, q.atomics = 0, 0
+	}
+	q.fence = ctrlSmallFence
+	return nil
+}
+
+// resumeFast gives the fast loops their opcodes back once the WQE after
+// a UMR carries its fence.
+func (q *queuePair) resumeFast() {
+	q.fastOps, q.atomics = q.heldOps[0], q.heldOps[1]
+	q.fence = 0
 }
 
 func putRaddr(s []byte, addr uint64, rkey uint32) {
@@ -737,6 +886,9 @@ func (q *queuePair) Reset() {
 		return
 	}
 	q.sq.curPost, q.sq.head = 0, 0
+	if q.fence != 0 {
+		q.resumeFast()
+	}
 	q.sq.tail.Store(0)
 	q.rq.head = 0
 	q.rq.tail.Store(0)
@@ -840,6 +992,18 @@ func (r segRun) put(b []byte) {
 }
 
 func (r segRun) be32(off int, v uint32) { be.PutUint32(r.at(off), v) }
+
+func (r segRun) be16(off int, v uint16) { be.PutUint16(r.at(off), v) }
+
+// be64 writes v at off, which is 8-aligned: within one segment.
+func (r segRun) be64(off int, v uint64) { be.PutUint64(r.at(off), v) }
+
+// zero clears the run's first n bytes.
+func (r segRun) zero(n int) {
+	for i := 0; i < n; i += segSize {
+		clear(r.at(i)[:segSize])
+	}
+}
 
 // inline writes an inline data segment holding the SGEs' bytes, padded to
 // 16 bytes.

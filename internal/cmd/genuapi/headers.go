@@ -103,14 +103,19 @@ var mlx5dvHeaders = []header{
 		"struct mlx5_wqe_raddr_seg",
 		"struct mlx5_wqe_atomic_seg",
 		"struct mlx5_wqe_inl_data_seg",
+		"struct mlx5_wqe_umr_ctrl_seg",
+		"struct mlx5_wqe_umr_klm_seg",
+		"struct mlx5_wqe_mkey_context_seg",
 	}},
 }
 
 // keepMlx5DV takes, of mlx5dv.h's constants, those of the verbs data
 // path: CQE opcodes, owner bit and syndromes, the CQ doorbell, send
-// opcodes, control segment flags and the doorbell record indices.
+// opcodes, control segment flags, the UMR segments' flags and masks (the
+// memory-window WQEs) and the doorbell record indices.
 func keepMlx5DV(name string, _ constGroup) bool {
-	for _, p := range []string{"MLX5_CQE_", "MLX5_CQ_DB_", "MLX5_OPCODE_", "MLX5_WQE_CTRL_", "MLX5_INLINE_"} {
+	for _, p := range []string{"MLX5_CQE_", "MLX5_CQ_DB_", "MLX5_OPCODE_", "MLX5_WQE_CTRL_", "MLX5_INLINE_",
+		"MLX5_WQE_UMR_CTRL_", "MLX5_WQE_MKEY_CONTEXT_"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

@@ -4,8 +4,10 @@
 // cqe_version the kernel reports, a CQ's create, poll, arm and event, a
 // resize across the ring's wrap, a QP reset that cleans its CQEs, arm
 // sequence numbers over 1,000 events, RC and UD ping-pong against
-// rdma-core's ibv_rc_pingpong and ibv_ud_pingpong (where installed), and
-// the conformance suite; then a summary to paste into an issue.
+// rdma-core's ibv_rc_pingpong and ibv_ud_pingpong (where installed), the
+// conformance suite, and uverbs' memory-window tests (binds and
+// invalidations are UMR WQEs on mlx5); then a summary to paste into an
+// issue.
 //
 // With -model every step runs against internal/mlx5model instead, in
 // this process (make model), so that the steps are known to run where no

@@ -40,7 +40,7 @@ func main() {
 	model := flag.Bool("model", false, "run every step against internal/mlx5model instead of hardware")
 	devName := flag.String("dev", "", "mlx5 `device` to check (default: every one this machine has)")
 	gid := flag.Int("gid", gidDefault(), "port 1's GID `index` the loopback connections use (GOVERBS_TEST_GID_INDEX; default: the first RoCE v2 GID, found with FindGID)")
-	suite := flag.Bool("suite", true, "run the conformance suite as the last step")
+	suite := flag.Bool("suite", true, "run the conformance suite and the memory-window tests as the last steps")
 	flag.Parse()
 	root, err := moduleRoot()
 	if err != nil {
@@ -107,7 +107,8 @@ var steps = []step{
 	{"arm_sn over 1,000 events", (*env).armSN},
 	{"RC ping-pong", func(e *env) (string, error) { return e.pingpong("rc") }},
 	{"UD ping-pong", func(e *env) (string, error) { return e.pingpong("ud") }},
-	{"conformance suite", (*env).conformance},
+	{"conformance suite", func(e *env) (string, error) { return e.goTest("./test/conformance/", "") }},
+	{"memory windows (UMR WQEs)", func(e *env) (string, error) { return e.goTest("./uverbs/", "^TestMemoryWindow") }},
 }
 
 // run runs the steps on e, printing a line for each and then the
@@ -406,11 +407,18 @@ func (e *env) armSN() (string, error) {
 	return "1,000 arms, 1,000 events, each with its completion", nil
 }
 
-func (e *env) conformance() (string, error) {
+// goTest runs a package's tests (those run matches, or all) on the
+// device: the conformance suite, and uverbs' memory-window tests, which
+// prove the UMR WQEs the model checks against rdma-core's layout.
+func (e *env) goTest(pkg, run string) (string, error) {
 	if !e.suite {
 		return "-suite=false", errSkip
 	}
-	cmd := exec.Command("go", "test", "-count=1", "./test/conformance/")
+	args := []string{"test", "-count=1"}
+	if run != "" {
+		args = append(args, "-run", run)
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = e.root
 	dev := e.dev.Name
 	if e.dev.Path == "(model)" {
@@ -425,7 +433,7 @@ func (e *env) conformance() (string, error) {
 	last := strings.Join(strings.Fields(lines[len(lines)-1]), " ")
 	if err != nil {
 		os.Stdout.Write(out)
-		return "", fmt.Errorf("go test ./test/conformance/ (GOVERBS_TEST_DEVICE=%s): %v: %s", dev, err, last)
+		return "", fmt.Errorf("go test %s (GOVERBS_TEST_DEVICE=%s): %v: %s", strings.Join(args[2:], " ")+" "+pkg, dev, err, last)
 	}
 	return "GOVERBS_TEST_DEVICE=" + dev + ": " + last, nil
 }
