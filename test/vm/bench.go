@@ -114,22 +114,32 @@ var streamPairs = []struct {
 	{"stream_bw_tcp", []string{"-S", "65536", "-C", fmt.Sprint(streamBWCount), "-I", "1"}, true, false},
 }
 
+// mwpeerGuest is where the C memory-window peer lies in the guest
+// (test/interop's TestMemoryWindowInterop).
+const mwpeerGuest = "/bin/mwpeer"
+
 // benchGuestCBench is where the C twin of the Go benchmarks lies in the guest.
 const benchGuestCBench = "/bin/cbench"
 
-// buildCBench compiles test/bench/testdata/cbench.c on the host with gcc,
-// against the libibverbs-dev of the rdma-core that the guest runs (its
-// headers) and that guest's libibverbs.so.1. It returns "" and says why
-// when it cannot: then the Go benchmarks run without their C twins.
+// buildCBench compiles test/bench/testdata/cbench.c (buildC).
 func buildCBench(ctx context.Context, a *apt, root, dir, arch string, pkgDirs []string) string {
+	return buildC(ctx, a, root, dir, arch, pkgDirs, "test/bench/testdata/cbench.c", "C benchmarks")
+}
+
+// buildC compiles a C program of the repository (src, relative to root)
+// on the host with gcc, against the libibverbs-dev of the rdma-core that
+// the guest runs (its headers) and that guest's libibverbs.so.1, into
+// dir. It returns "" and says why when it cannot (what names the
+// program, for that line): the steps that need it then go without.
+func buildC(ctx context.Context, a *apt, root, dir, arch string, pkgDirs []string, src, what string) string {
 	if arch != runtime.GOARCH {
-		logf("%s: no C benchmarks: cbench.c is compiled with the host's gcc, which targets %s", arch, runtime.GOARCH)
+		logf("%s: no %s: %s is compiled with the host's gcc, which targets %s", arch, what, filepath.Base(src), runtime.GOARCH)
 		return ""
 	}
 	if _, err := exec.LookPath("gcc"); err != nil {
-		logf("installing gcc with apt-get (for test/bench/testdata/cbench.c)")
+		logf("installing gcc with apt-get (for %s)", src)
 		if err := asRootEnv(ctx, []string{"install", "-y", "-qq", "gcc", "libc6-dev"}); err != nil {
-			logf("%s: no C benchmarks: gcc: %v", arch, err)
+			logf("%s: no %s: gcc: %v", arch, what, err)
 			return ""
 		}
 	}
@@ -139,8 +149,8 @@ func buildCBench(ctx context.Context, a *apt, root, dir, arch string, pkgDirs []
 		if deb, err = a.download(ctx, info); err == nil {
 			var dev string
 			if dev, err = a.unpack(ctx, deb); err == nil {
-				out := filepath.Join(dir, "cbench")
-				args := []string{"-O2", "-Wall", "-o", out, filepath.Join(root, "test", "bench", "testdata", "cbench.c"),
+				out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+				args := []string{"-O2", "-Wall", "-o", out, filepath.Join(root, filepath.FromSlash(src)),
 					"-I" + filepath.Join(dev, "usr", "include")}
 				lib := ""
 				for _, d := range pkgDirs {
@@ -163,7 +173,7 @@ func buildCBench(ctx context.Context, a *apt, root, dir, arch string, pkgDirs []
 			}
 		}
 	}
-	logf("%s: no C benchmarks: %v", arch, err)
+	logf("%s: no %s: %v", arch, what, err)
 	return ""
 }
 

@@ -373,6 +373,7 @@ type guest struct {
 	tests   []testBin
 	tool    string   // cmd/goverbs, for the demo
 	cbench  string   // test/bench/testdata/cbench.c, built for bench mode, or ""
+	mwpeer  string   // test/interop/testdata/mwpeer.c, built when test/interop runs, or ""
 	pkgDirs []string // unpacked Debian packages
 	// hostLibs are host files (the dynamic loader, libc) that go into the
 	// guest at the same paths, after the packages': for -race binaries.
@@ -514,6 +515,9 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 				argv = append(argv, fmt.Sprintf("-test.count=%d", *flagCount))
 			}
 			p.Steps = append(p.Steps, plan.Step{Name: t.Pkg, Argv: argv, Dir: t.GuestDir(), TimeoutSec: limit})
+		}
+		if mode == "test" && slices.ContainsFunc(tests, func(t testBin) bool { return strings.HasSuffix(t.Pkg, "/test/interop") }) {
+			g.mwpeer = buildC(ctx, a, root, dir, arch, g.pkgDirs, "test/interop/testdata/mwpeer.c", "C memory-window peer")
 		}
 		if mode == "bench" {
 			g.cbench = buildCBench(ctx, a, root, dir, arch, g.pkgDirs)
@@ -677,6 +681,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	}
 	if g.cbench != "" {
 		c.HostFile(benchGuestCBench, g.cbench, 0o755)
+	}
+	if g.mwpeer != "" {
+		c.HostFile(mwpeerGuest, g.mwpeer, 0o755)
 	}
 	for _, t := range g.tests {
 		if skipped[t.Pkg] {
