@@ -52,3 +52,13 @@ func kernelTimeout(ctx context.Context) time.Duration {
 	}
 	return t
 }
+
+// onLinkOf gives a, a link-local IPv6 address the kernel named without a
+// zone, the zone of like, the address it came to.
+func onLinkOf(a, like netip.AddrPort) netip.AddrPort {
+	ip := a.Addr()
+	if !ip.IsLinkLocalUnicast() || !ip.Is6() || ip.Zone() != "" || like.Addr().Zone() == "" {
+		return a
+	}
+	return netip.AddrPortFrom(ip.WithZone(like.Addr().Zone()), a.Port())
+}

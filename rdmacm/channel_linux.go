@@ -512,6 +512,26 @@ func (id *ID) SetReuseAddr(on bool) error {
 	return id.do("set option", func(c *ucma.Conn, kid uint32) error { return c.SetReuseAddr(kid, on) })
 }
 
+// SetAFOnly makes an ID bound to the IPv6 wildcard take IPv6 requests
+// only (RDMA_OPTION_ID_AFONLY), before it binds; by default it takes
+// IPv4 ones too, as IPv4-mapped addresses.
+func (id *ID) SetAFOnly(on bool) error {
+	return id.do("set option", func(c *ucma.Conn, kid uint32) error { return c.SetAFOnly(kid, on) })
+}
+
+// SetAckTimeout sets the local ACK timeout the CM gives the ID's RC QP
+// (RDMA_OPTION_ID_ACK_TIMEOUT), before the QP reaches RTS: how long the
+// QP waits for an acknowledgment before it sends again, d rounded up to
+// the transport's 4.096 µs × 2^n (n at most 31). A peer that stops
+// answering then fails the QP's requests with cq.RetryExcErr after about
+// (RetryCount+1) times that (as rxe's timer runs, to the kernel's tick),
+// instead of after the timeout the CM derives from the path's packet
+// lifetime and the device's ACK delay.
+func (id *ID) SetAckTimeout(d time.Duration) error {
+	n := ackTimeoutExponent(d)
+	return id.do("set option", func(c *ucma.Conn, kid uint32) error { return c.SetAckTimeout(kid, n) })
+}
+
 // ResolveAddr starts resolving dst, an IP address and port, to an RDMA
 // device (rdma_resolve_addr), binding the ID to src first if src is
 // valid. ADDR_RESOLVED or ADDR_ERROR follows; timeout bounds the

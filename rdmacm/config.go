@@ -37,6 +37,12 @@ type Config struct {
 	// TOS is the type of service of the connection's packets (the IP
 	// header's; RDMA_OPTION_ID_TOS); 0 leaves the kernel's default.
 	TOS uint8
+	// AckTimeout is how long the connection's QP waits for an
+	// acknowledgment before it sends again (ID.SetAckTimeout: rounded up
+	// to 4.096 µs × 2^n): a peer that stops answering fails the QP's
+	// requests with cq.RetryExcErr after about (RetryCount+1) ×
+	// AckTimeout. 0 leaves the CM's, from the path. RC connections only.
+	AckTimeout time.Duration
 
 	// PD, when set, is the protection domain the QP is made on; it must
 	// be on the device the address resolves to. By default the QP goes
@@ -136,4 +142,14 @@ func (c *Config) withDefaults() Config {
 		d.CloseWait = defaultCloseWait
 	}
 	return d
+}
+
+// ackTimeoutExponent returns the transport's ACK timeout exponent n for d:
+// the least n (at most 31) with 4.096 µs × 2^n ≥ d.
+func ackTimeoutExponent(d time.Duration) uint8 {
+	n := uint8(0)
+	for n < 31 && time.Duration(4096)<<n < d {
+		n++
+	}
+	return n
 }

@@ -279,6 +279,11 @@ func (c *Conn) setup() error {
 	if err != nil {
 		return err
 	}
+	if c.cfg.AckTimeout > 0 && qpt == uverbs.RC {
+		if err := c.id.SetAckTimeout(c.cfg.AckTimeout); err != nil {
+			return err
+		}
+	}
 	return c.id.AttachQP(c.qp)
 }
 
@@ -504,6 +509,9 @@ func (l *Listener) serve(ctx context.Context) {
 			r.param.PrivateData = append([]byte(nil), ev.Param.PrivateData...)
 			ev.Ack()
 			if a, err := r.id.query(); err == nil {
+				// The kernel names no scope in a request's link-local
+				// addresses: they are on the listener's link.
+				a.Src.IP, a.Dst.IP = onLinkOf(a.Src.IP, l.addr), onLinkOf(a.Dst.IP, l.addr)
 				r.addr = &a
 				r.local, r.remote = a.Src.IP, a.Dst.IP
 			}

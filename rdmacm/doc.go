@@ -6,7 +6,9 @@
 // # Connections
 //
 // [Dial] and [Listen] are its net.Dial and net.Listen: an address
-// ("192.0.2.1:7471") on an RDMA device's netdev, a context that bounds
+// ("192.0.2.1:7471", "[2001:db8::1]:7471", "[fe80::1%eth0]:7471"; an
+// IPv4-mapped IPv6 address is its IPv4 one, and a listener on "[::]"
+// takes both families) on an RDMA device's netdev, a context that bounds
 // the whole setup, and a [*Conn] holding a reliable-connected QP in RTS,
 // the CQ its queues share with a completion channel, and the PD to
 // register memory on (package uverbs and cq do the rest).

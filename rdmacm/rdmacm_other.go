@@ -59,6 +59,12 @@ func (id *ID) SetTOS(tos uint8) error { return unsupported("set option") }
 // SetReuseAddr returns an error wrapping ErrNotSupported.
 func (id *ID) SetReuseAddr(on bool) error { return unsupported("set option") }
 
+// SetAFOnly returns an error wrapping ErrNotSupported.
+func (id *ID) SetAFOnly(on bool) error { return unsupported("set option") }
+
+// SetAckTimeout returns an error wrapping ErrNotSupported.
+func (id *ID) SetAckTimeout(d time.Duration) error { return unsupported("set option") }
+
 // ResolveAddr returns an error wrapping ErrNotSupported.
 func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	return unsupported("resolve addr")

@@ -102,6 +102,12 @@ func (b *udBuf) recv(t *testing.T, u *UDConn) (cq.WC, []byte) {
 // may carry private data; their SetupUD is set here.
 func udPair(t *testing.T, n int, lcfg, dcfg *Config) (cli, srv *UDConn, cb, sb *udBuf) {
 	t.Helper()
+	return udPairAt(t, testAddr(n), lcfg, dcfg)
+}
+
+// udPairAt is udPair on an address of the caller's.
+func udPairAt(t *testing.T, addr string, lcfg, dcfg *Config) (cli, srv *UDConn, cb, sb *udBuf) {
+	t.Helper()
 	cb, sb = new(udBuf), new(udBuf)
 	if lcfg == nil {
 		lcfg = new(Config)
@@ -112,7 +118,7 @@ func udPair(t *testing.T, n int, lcfg, dcfg *Config) (cli, srv *UDConn, cb, sb *
 	lcfg.SetupUD, dcfg.SetupUD = sb.setup, cb.setup
 	t.Cleanup(cb.close) // after the UDConns' Close (cleanups run last first)
 	t.Cleanup(sb.close)
-	l, err := ListenUD(timeout(t), testAddr(n), lcfg)
+	l, err := ListenUD(timeout(t), addr, lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +162,12 @@ func udPair(t *testing.T, n int, lcfg, dcfg *Config) (cli, srv *UDConn, cb, sb *
 func TestUDLoopback(t *testing.T) {
 	requireCM(t)
 	cli, srv, cb, sb := udPair(t, 40, nil, nil)
+	udPingPong(t, cli, srv, cb, sb)
+}
+
+// udPingPong checks a UD pair and sends a datagram each way.
+func udPingPong(t *testing.T, cli, srv *UDConn, cb, sb *udBuf) {
+	t.Helper()
 	if cli.QP().Type() != uverbs.UD || srv.QP().Type() != uverbs.UD {
 		t.Fatalf("QP types %v and %v, want UD", cli.QP().Type(), srv.QP().Type())
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"regexp"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +19,14 @@ import (
 // TestCLICmtime runs goverbs cmtime against itself over rxe0's
 // 192.0.2.1: 20 connections made at once and closed at once, the report
 // read back, then 20 more with -steps on the low level; the server
-// stopped by its context; no fd outlives them.
+// stopped by its context; no fd outlives them. Then 5 and 5 over
+// 2001:db8::1.
 func TestCLICmtime(t *testing.T) {
+	t.Run("IPv4", func(t *testing.T) { cliCmtime(t, "192.0.2.1", "7190", 20) })
+	t.Run("IPv6", func(t *testing.T) { cliCmtime(t, "2001:db8::1", "7191", 5) })
+}
+
+func cliCmtime(t *testing.T, ip, port string, n int) {
 	testutil.RequireDevice(t, testutil.DevicePath)
 	testutil.RequireDevice(t, "/dev/infiniband/rdma_cm")
 	testutil.CheckFDLeak(t)
@@ -26,10 +35,10 @@ func TestCLICmtime(t *testing.T) {
 	srvCtx, stop := context.WithCancel(ctx)
 	var srvOut, srvErr bytes.Buffer
 	srvDone := make(chan int, 1)
-	go func() { srvDone <- cmtimeTo(srvCtx, &srvOut, &srvErr, []string{"-b", "192.0.2.1", "-p", "7190"}) }()
+	go func() { srvDone <- cmtimeTo(srvCtx, &srvOut, &srvErr, []string{"-b", ip, "-p", port}) }()
 	// One connection first, until the server listens (refused before).
 	for i := 0; ; i++ {
-		conn, err := rdmacm.Dial(ctx, "192.0.2.1:7190", nil)
+		conn, err := rdmacm.Dial(ctx, net.JoinHostPort(ip, port), nil)
 		if err == nil {
 			conn.Close()
 			break
@@ -42,10 +51,10 @@ func TestCLICmtime(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	var out, errOut bytes.Buffer
-	st := cmtimeTo(ctx, &out, &errOut, []string{"-s", "192.0.2.1", "-p", "7190", "-c", "20"})
+	st := cmtimeTo(ctx, &out, &errOut, []string{"-s", ip, "-p", port, "-c", strconv.Itoa(n)})
 	// Then the same on the low level, a step at a time.
 	var stepsOut, stepsErr bytes.Buffer
-	stepsSt := cmtimeTo(ctx, &stepsOut, &stepsErr, []string{"-steps", "-s", "192.0.2.1", "-p", "7190", "-c", "20"})
+	stepsSt := cmtimeTo(ctx, &stepsOut, &stepsErr, []string{"-steps", "-s", ip, "-p", port, "-c", strconv.Itoa(n)})
 	stop()
 	if srvSt := <-srvDone; srvSt != 0 || srvErr.Len() != 0 {
 		t.Errorf("server: status %d\n%s%s", srvSt, srvOut.String(), srvErr.String())
@@ -56,7 +65,7 @@ func TestCLICmtime(t *testing.T) {
 	t.Logf("client:\n%s", out.String())
 	row := `\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\d\n`
 	if !regexp.MustCompile(`^step +total ms +max ms +min us +us / conn\nconnect +:` + row + `disconnect +:` + row +
-		`20 connections: \d+\.\d\d us per connection, setup and teardown\n$`).MatchString(out.String()) {
+		strconv.Itoa(n) + ` connections: \d+\.\d\d us per connection, setup and teardown\n$`).MatchString(out.String()) {
 		t.Errorf("client's report:\n%s", out.String())
 	}
 	t.Logf("client -steps:\n%s", stepsOut.String())
@@ -67,11 +76,11 @@ func TestCLICmtime(t *testing.T) {
 	for _, s := range []string{"create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy qp", "destroy"} {
 		steps += s + ` *:` + row
 	}
-	if !regexp.MustCompile(steps + `20 connections: \d+\.\d\d us per connection, setup and teardown\n` +
+	if !regexp.MustCompile(steps + strconv.Itoa(n) + ` connections: \d+\.\d\d us per connection, setup and teardown\n` +
 		`create qp in parts, us per connection: pd \d+\.\d\d, comp channel \d+\.\d\d, cq \d+\.\d\d, qp \d+\.\d\d, attach \(init\) \d+\.\d\d\n$`).MatchString(stepsOut.String()) {
 		t.Errorf("client -steps' report:\n%s", stepsOut.String())
 	}
-	if got, want := srvOut.String(), "41 connections served\n"; got != want { // the first, then 20 and 20
+	if got, want := srvOut.String(), fmt.Sprintf("%d connections served\n", 2*n+1); got != want { // the first, then n and n
 		t.Errorf("server printed %q, want %q", got, want)
 	}
 }

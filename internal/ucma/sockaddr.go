@@ -167,6 +167,17 @@ func scopeID(zone string) (uint32, error) {
 	return uint32(ifi.Index), nil
 }
 
+// zoneName names the IPv6 scope id as package net does: the interface's
+// name, or the number where no interface has it. Only link-local
+// addresses carry one, so the lookup (a netlink request) costs nothing
+// to connections over other addresses.
+func zoneName(scope uint32) string {
+	if ifi, err := net.InterfaceByIndex(int(scope)); err == nil {
+		return ifi.Name
+	}
+	return strconv.FormatUint(uint64(scope), 10)
+}
+
 // parseSockaddr reads the socket address in b, the size the kernel gave
 // it (a storage of 128 bytes cut to its size, or a sockaddr_in6's 28): an
 // empty b, or family 0, is no address. Bytes past the family's address
@@ -191,7 +202,7 @@ func parseSockaddr(b []byte) (Sockaddr, error) {
 		}
 		a := netip.AddrFrom16([16]byte(b[8:24]))
 		if scope := ne.Uint32(b[24:]); scope != 0 {
-			a = a.WithZone(strconv.FormatUint(uint64(scope), 10))
+			a = a.WithZone(zoneName(scope))
 		}
 		s.IP = netip.AddrPortFrom(a, binary.BigEndian.Uint16(b[2:]))
 	case AF_IB:

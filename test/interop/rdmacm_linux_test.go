@@ -24,7 +24,8 @@ const (
 	rdmaCMDevice = "/dev/infiniband/rdma_cm"
 	rpingBin     = "/usr/bin/rping"
 	udaddyBin    = "/usr/bin/udaddy"
-	rxeAddr      = "192.0.2.1" // d0's address, under rxe0
+	rxeAddr      = "192.0.2.1"   // d0's address, under rxe0
+	rxeAddr6     = "2001:db8::1" // d0's IPv6 address
 )
 
 // requireRDMACM fails inside the VM (skips outside it) unless the uverbs

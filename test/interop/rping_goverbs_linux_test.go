@@ -137,10 +137,16 @@ func TestRpingGoverbs(t *testing.T) {
 		{"goverbs server, rdma-core client, -S 23", ours, theirs, 23},
 		{"rdma-core server, goverbs client, -S 65535", theirs, ours, 65535},
 		{"goverbs server, rdma-core client, -S 65535", ours, theirs, 65535},
+		{"rdma-core server, goverbs client, IPv6", theirs, ours, 0},
+		{"goverbs server, rdma-core client, IPv6", ours, theirs, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			port++
-			flags := []string{"-a", rxeAddr, "-p", strconv.Itoa(port)}
+			addr := rxeAddr
+			if strings.HasSuffix(tc.name, "IPv6") {
+				addr = rxeAddr6
+			}
+			flags := []string{"-a", addr, "-p", strconv.Itoa(port)}
 			size := 64
 			if tc.size != 0 {
 				size = tc.size

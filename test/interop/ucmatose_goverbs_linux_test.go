@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"syscall"
 	"testing"
@@ -143,11 +144,17 @@ func closeConn(t *testing.T, c *rdmacm.Conn, m *ucmMem) {
 }
 
 // TestUcmatoseServerGoverbsClient: rdma-core's ucmatose server, 4
-// goverbs Dial clients.
+// goverbs Dial clients, over IPv4 and IPv6.
 func TestUcmatoseServerGoverbsClient(t *testing.T) {
+	for _, ip := range []string{rxeAddr, rxeAddr6} {
+		t.Run(ip, func(t *testing.T) { ucmatoseServerGoverbsClient(t, ip) })
+	}
+}
+
+func ucmatoseServerGoverbsClient(t *testing.T, ip string) {
 	env := requireRDMACM(t, ucmatoseBin)
-	out, done, _ := startCmd(t, env, append([]string{ucmatoseBin, "-b", rxeAddr}, ucmatoseArgs...))
-	addr := rxeAddr + ":" + rdmaCMPort
+	out, done, _ := startCmd(t, env, append([]string{ucmatoseBin, "-b", ip}, ucmatoseArgs...))
+	addr := net.JoinHostPort(ip, rdmaCMPort)
 	t.Logf("goverbs: %d × rdmacm.Dial(ctx, %q, cfg), then on each %d receives, %d sends, and ucmatose's disconnect",
 		ucmatoseConns, addr, ucmatoseCount, ucmatoseCount)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -191,10 +198,16 @@ func TestUcmatoseServerGoverbsClient(t *testing.T) {
 }
 
 // TestGoverbsServerUcmatoseClient: a goverbs Listener accepting 4
-// connections from rdma-core's ucmatose client.
+// connections from rdma-core's ucmatose client, over IPv4 and IPv6.
 func TestGoverbsServerUcmatoseClient(t *testing.T) {
+	for _, ip := range []string{rxeAddr, rxeAddr6} {
+		t.Run(ip, func(t *testing.T) { goverbsServerUcmatoseClient(t, ip) })
+	}
+}
+
+func goverbsServerUcmatoseClient(t *testing.T, ip string) {
 	env := requireRDMACM(t, ucmatoseBin)
-	addr := rxeAddr + ":" + rdmaCMPort
+	addr := net.JoinHostPort(ip, rdmaCMPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var mu sync.Mutex
@@ -221,7 +234,7 @@ func TestGoverbsServerUcmatoseClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	out, done, _ := startCmd(t, env, append([]string{ucmatoseBin, "-s", rxeAddr}, ucmatoseArgs...))
+	out, done, _ := startCmd(t, env, append([]string{ucmatoseBin, "-s", ip}, ucmatoseArgs...))
 	conns := make([]*rdmacm.Conn, ucmatoseConns)
 	for k := range conns {
 		c, err := l.Accept(ctx)

@@ -22,7 +22,7 @@
 // are installed with apt-get.
 //
 // Inside the guest, /init sets GOVERBS_IN_VM=1, creates the netdev d0
-// (dummy, 192.0.2.1/24) and the rxe device rxe0 on it, and runs each test
+// (dummy, 192.0.2.1/24 and 2001:db8::1/64) and the rxe device rxe0 on it, and runs each test
 // binary in its package directory, so testdata/ is found.
 package main
 
@@ -417,7 +417,7 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 	}
 	libPath := multiarchLibPath(arch)
 	p := plan.Plan{
-		Netdevs:   []plan.Netdev{{Name: "d0", Kind: "dummy", Addr: "192.0.2.1/24"}},
+		Netdevs:   []plan.Netdev{{Name: "d0", Kind: "dummy", Addr: "192.0.2.1/24", Addr6: "2001:db8::1/64"}},
 		RDMALinks: []plan.RDMALink{{Name: "rxe0", Type: "rxe", Netdev: "d0", WaitFor: "/dev/infiniband/uverbs0"}},
 		Devices:   guestDevices,
 	}

@@ -160,6 +160,18 @@ func setup(p *plan.Plan) error {
 	if err := netlink.LinkSetUp("lo"); err != nil {
 		return err
 	}
+	// IPv6 addresses usable as soon as they are added, link-local ones
+	// included (nobody else is on the guest's links to answer DAD), and
+	// kept while their netdev is down, as IPv4 ones are: tests take d0
+	// down and up, and the tests after them use its addresses.
+	for _, c := range []string{"all", "default"} {
+		for _, set := range []string{"accept_dad=0", "keep_addr_on_down=1"} {
+			k, v, _ := strings.Cut(set, "=")
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+c+"/"+k, []byte(v), 0); err != nil {
+				return err
+			}
+		}
+	}
 	for _, n := range p.Netdevs {
 		var err error
 		if n.Kind == "veth" {
@@ -170,7 +182,7 @@ func setup(p *plan.Plan) error {
 		if err != nil {
 			return err
 		}
-		for _, a := range [][2]string{{n.Name, n.Addr}, {n.Peer, n.PeerAddr}} {
+		for _, a := range [][2]string{{n.Name, n.Addr}, {n.Name, n.Addr6}, {n.Peer, n.PeerAddr}} {
 			if a[1] == "" {
 				continue
 			}

@@ -48,6 +48,10 @@ type Netdev struct {
 	Kind string // "dummy", or "veth" (then Peer is created too)
 	Peer string
 	Addr string // "192.0.2.1/24", or empty
+	// Addr6 is an IPv6 address it gets too ("2001:db8::1/64"), or empty.
+	// Duplicate address detection is off in the guest, so that it and
+	// the link-local address are usable at once.
+	Addr6 string
 	// PeerAddr is the veth peer's address. With both set, /init routes
 	// the traffic between the two addresses across the pair, not
 	// through the loopback, so that netem on either end reaches it: two
