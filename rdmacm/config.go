@@ -59,6 +59,16 @@ type Config struct {
 	// stays the caller's: Close leaves it, and its channel, open; CQSize
 	// is not used.
 	CQ *cq.CQ
+	// SRQ, when set, is the shared receive queue the connection's QP
+	// takes its receives from (rdma_create_srq's role, ibv_qp_init_attr's
+	// srq): a server posts one pool of receives for all of its
+	// connections, and each receive's completion names the connection's
+	// QP (cq.WC.QPNum). The QP goes on the SRQ's PD (PD may be that one,
+	// or nil); Cap's receive fields are not used, and Conn.QP().PostRecv
+	// is an error. RC only. It stays the caller's: close it after every
+	// Conn that uses it (before, Close is EBUSY); a Listener's Close
+	// leaves it, as it leaves the Conns it accepted.
+	SRQ *uverbs.SRQ
 	// OwnPD gives each connection a protection domain of its own, on the
 	// device the address resolves to, in place of the shared one: the
 	// rkeys of memory registered on its Conn.PD then work for that

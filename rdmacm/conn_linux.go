@@ -229,10 +229,22 @@ func (c *Conn) opErr(op string, err error) error {
 // (or takes Config's PD and CQ) and attaches the QP to the ID (INIT).
 func (c *Conn) setup() error {
 	const op = "create qp"
-	if c.cfg.CQ != nil && c.cfg.PD == nil {
+	pd, srq := c.cfg.PD, c.cfg.SRQ
+	if srq != nil {
+		switch {
+		case c.id.ps.ud():
+			return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.SRQ on a UD connection (RC only): %w", errInvalid)}
+		case c.cfg.OwnPD:
+			return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.OwnPD with Config.SRQ, which is on a PD of its own: %w", errInvalid)}
+		case pd != nil && pd != srq.PD():
+			return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.SRQ on another PD than Config.PD: %w", errInvalid)}
+		}
+		pd = srq.PD()
+	}
+	if c.cfg.CQ != nil && pd == nil {
 		return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.CQ without Config.PD, the PD on the CQ's device context: %w", errInvalid)}
 	}
-	if c.cfg.OwnPD && c.cfg.PD != nil {
+	if c.cfg.OwnPD && pd != nil {
 		return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.OwnPD with Config.PD: %w", errInvalid)}
 	}
 	var (
@@ -245,10 +257,10 @@ func (c *Conn) setup() error {
 		return err
 	}
 	c.local, c.remote = a.Src.IP, a.Dst.IP
-	if c.cfg.PD != nil {
-		c.pd = c.cfg.PD
+	if pd != nil {
+		c.pd = pd
 		if g := uint64(c.pd.Context().Device().NodeGUID); g != a.NodeGUID {
-			return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.PD is on %s (node GUID %#x), the address on node GUID %#x: %w",
+			return &OpError{Op: op, Device: c.name, Err: fmt.Errorf("Config.PD (or SRQ) is on %s (node GUID %#x), the address on node GUID %#x: %w",
 				c.pd.Context().Device().Name, g, a.NodeGUID, errInvalid)}
 		}
 	} else if c.pd, err = c.id.pdOf(a); err != nil {
@@ -275,7 +287,7 @@ func (c *Conn) setup() error {
 	if c.id.ps.ud() {
 		qpt = uverbs.UD
 	}
-	c.qp, err = c.pd.NewQP(uverbs.QPConfig{Type: qpt, SendCQ: c.cq, RecvCQ: c.cq, Cap: c.cfg.Cap, SigAll: c.cfg.SigAll})
+	c.qp, err = c.pd.NewQP(uverbs.QPConfig{Type: qpt, SendCQ: c.cq, RecvCQ: c.cq, Cap: c.cfg.Cap, SigAll: c.cfg.SigAll, SRQ: srq})
 	if err != nil {
 		return err
 	}

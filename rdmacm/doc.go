@@ -76,9 +76,10 @@
 //
 // # Left out
 //
-// Multicast, AF_IB addressing, rdma_getaddrinfo, SRQs made by the
-// package, and ECE: docs/RDMACM.md. On every system but Linux each call
-// returns an error wrapping [ErrNotSupported].
+// Multicast, AF_IB addressing, rdma_getaddrinfo and ECE: docs/RDMACM.md.
+// (A server's connections share an SRQ the caller makes: Config.SRQ.) On
+// every system but Linux each call returns an error wrapping
+// [ErrNotSupported].
 //
 // # Concurrency
 //
