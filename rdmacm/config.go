@@ -92,9 +92,14 @@ type Config struct {
 	// (OwnPD) is deallocated: close here what Setup, or later the
 	// application, registered on Conn.PD.
 	Release func(*Conn)
-	// SetupUD is Setup for DialUD and ListenUD's connections: called
-	// with the new UDConn once its QP is ready (RTS), before the
-	// request (DialUD) or the answer (Accept). Post receives here.
+	// SendOnly makes JoinMulticast join as a send-only full member
+	// (RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER): the UDConn sends to the
+	// group, and its QP is not attached to receive from it.
+	SendOnly bool
+	// SetupUD is Setup for DialUD, ListenUD's and JoinMulticast's
+	// connections: called with the new UDConn once its QP is ready
+	// (RTS), before the request (DialUD), the answer (Accept) or the
+	// join. Post receives here.
 	SetupUD func(*UDConn) error
 
 	// Backlog is how many connection requests a Listener holds that

@@ -385,6 +385,13 @@ func (c *Conn) Close() error {
 
 // markClosed marks the Conn (or the UDConn on it) closed, once: a second
 // call is an error wrapping ErrClosed.
+// isClosed reports whether Close was called.
+func (c *Conn) isClosed() bool {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	return c.closed
+}
+
 func (c *Conn) markClosed() error {
 	c.closeMu.Lock()
 	defer c.closeMu.Unlock()

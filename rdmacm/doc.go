@@ -44,6 +44,10 @@
 // carries no QP number. Receives need uverbs.GRHSize bytes of room
 // before the payload.
 //
+// [JoinMulticast] joins an IP multicast group: its UDConn's QP receives
+// what is sent to the group, and its Peer is the group, to send to every
+// member; [UDConn.Leave] (or Close) leaves.
+//
 // # The low level
 //
 // [EventChannel], [ID] and [Event] are librdmacm's rdma_event_channel,
@@ -76,7 +80,8 @@
 //
 // # Left out
 //
-// Multicast, AF_IB addressing, rdma_getaddrinfo and ECE: docs/RDMACM.md.
+// AF_IB addressing, rdma_getaddrinfo, ECE, and IPv6 multicast groups
+// on RoCE v2 ports, which the kernel does not join: docs/RDMACM.md.
 // (A server's connections share an SRQ the caller makes: Config.SRQ.) On
 // every system but Linux each call returns an error wrapping
 // [ErrNotSupported].

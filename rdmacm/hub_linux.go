@@ -82,6 +82,8 @@ func (h *hub) read() {
 			e.private = append([]byte(nil), ev.Param.PrivateData...)
 		case EventRejected:
 			e.private = append([]byte(nil), ev.Param.PrivateData...)
+		case EventMulticastJoin:
+			e.ud = ev.UD // the group: its AH attribute, QPN and Q_Key
 		}
 		ev.Ack()
 		if c != nil {

@@ -192,3 +192,11 @@ func (r *Request) Accept(ctx context.Context, cfg *Config) (*Conn, error) {
 
 // Reject returns an error wrapping ErrNotSupported.
 func (r *Request) Reject(privateData []byte) error { return unsupported("reject") }
+
+// JoinMulticast returns an error wrapping ErrNotSupported.
+func JoinMulticast(ctx context.Context, local, group string, cfg *Config) (*UDConn, error) {
+	return nil, unsupported("join multicast")
+}
+
+// Leave returns an error wrapping ErrNotSupported.
+func (u *UDConn) Leave() error { return unsupported("leave multicast") }

@@ -25,6 +25,7 @@ type UDConn struct {
 	qkey uint32
 	port uint8
 	peer UDPeer
+	mc   *membership // JoinMulticast's group, or nil
 }
 
 // DialUD makes a UD QP and introduces it to the UD listener at address
@@ -163,13 +164,21 @@ func (u *UDConn) ReplyTo(wc cq.WC, buf []byte) (UDPeer, error) {
 }
 
 // Close destroys the peer's AH, the QP, the CQ and its channel, and the
-// ID (rdma_destroy_qp, rdma_destroy_id); UD has no disconnect. A second
-// Close returns ErrClosed.
+// ID (rdma_destroy_qp, rdma_destroy_id), after leaving the multicast
+// group JoinMulticast joined; UD has no disconnect. A second Close
+// returns ErrClosed.
 func (u *UDConn) Close() error {
 	if err := u.c.markClosed(); err != nil {
 		return err
 	}
-	return u.teardown()
+	var err error
+	if u.mc != nil && !u.mc.isLeft() {
+		err = u.leave()
+	}
+	if terr := u.teardown(); err == nil {
+		err = terr
+	}
+	return err
 }
 
 func (u *UDConn) teardown() error {

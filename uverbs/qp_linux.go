@@ -11,6 +11,7 @@ import (
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
 	"github.com/goverbs/goverbs/uapi"
 )
 
@@ -403,6 +404,39 @@ func qpDest(a *AHAttr) uapi.IBUverbsQPDest {
 		d.IsGlobal = 1
 	}
 	return d
+}
+
+// AttachMcast attaches the QP, a UD QP, to the multicast group gid (lid
+// its LID on InfiniBand, 0 on RoCE) (ibv_attach_mcast): datagrams sent
+// to the group reach its receive queue. rdmacm.JoinMulticast does it
+// with the group the join names.
+func (q *QP) AttachMcast(gid GID, lid uint16) error {
+	return q.mcast("attach mcast", gid, lid, kverbs.AttachMcast)
+}
+
+// DetachMcast detaches the QP from the multicast group (ibv_detach_mcast).
+func (q *QP) DetachMcast(gid GID, lid uint16) error {
+	return q.mcast("detach mcast", gid, lid, kverbs.DetachMcast)
+}
+
+func (q *QP) mcast(op string, gid GID, lid uint16, cmd func(*transport.Conn, uint32, [16]byte, uint16) error) error {
+	ctx := q.pd.ctx
+	if err := ctx.use(op); err != nil {
+		return err
+	}
+	defer ctx.done()
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return ctx.opErr(op, ErrClosed)
+	}
+	if q.typ != UD {
+		return ctx.opErr(op, fmt.Errorf("a %v QP: multicast groups take UD QPs: %w", q.typ, unix.EINVAL))
+	}
+	if err := cmd(ctx.conn, q.p.Handle(), gid, lid); err != nil {
+		return ctx.opErr(op, fmt.Errorf("group %v: %w", gid, err))
+	}
+	return nil
 }
 
 // Query returns the QP's attributes (ibv_query_qp); mask says which the

@@ -50,3 +50,9 @@ func (p *PD) NewAH(attr AHAttr) (*AH, error) { return nil, unsupported("create a
 
 // Close returns an error wrapping ErrNotSupported.
 func (a *AH) Close() error { return unsupported("destroy ah", "") }
+
+// AttachMcast returns an error wrapping ErrNotSupported.
+func (q *QP) AttachMcast(gid GID, lid uint16) error { return unsupported("attach mcast", "") }
+
+// DetachMcast returns an error wrapping ErrNotSupported.
+func (q *QP) DetachMcast(gid GID, lid uint16) error { return unsupported("detach mcast", "") }

@@ -189,6 +189,28 @@ func DeallocMW(c *transport.Conn, handle uint32) error {
 	return destroy(c, uapi.UVERBS_OBJECT_MW, uapi.UVERBS_METHOD_MW_DESTROY, uapi.IB_USER_VERBS_CMD_DEALLOC_MW, handle)
 }
 
+// AttachMcast attaches a UD QP to the multicast group gid (and, on
+// InfiniBand, lid); DetachMcast detaches it. Only write commands do
+// either.
+func AttachMcast(c *transport.Conn, qp uint32, gid [16]byte, lid uint16) error {
+	return mcast(c, uapi.IB_USER_VERBS_CMD_ATTACH_MCAST, qp, gid, lid)
+}
+
+// DetachMcast detaches a QP AttachMcast attached.
+func DetachMcast(c *transport.Conn, qp uint32, gid [16]byte, lid uint16) error {
+	return mcast(c, uapi.IB_USER_VERBS_CMD_DETACH_MCAST, qp, gid, lid)
+}
+
+func mcast(c *transport.Conn, write uint32, qp uint32, gid [16]byte, lid uint16) error {
+	cmd := getCmd()
+	defer putCmd(cmd)
+	req := transport.As[uapi.IBUverbsAttachMcast](cmd.ResetWrite(write, false, transport.SizeOf[uapi.IBUverbsAttachMcast](), 0))
+	req.GID = gid
+	req.QPHandle = qp
+	req.Mlid = lid
+	return c.Invoke(cmd)
+}
+
 // CreateCompChannel creates a completion channel and returns its fd.
 func CreateCompChannel(c *transport.Conn) (int, error) {
 	cmd := getCmd()
