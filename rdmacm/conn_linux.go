@@ -226,7 +226,7 @@ func (c *Conn) opErr(op string, err error) error {
 }
 
 // setup makes the connection's CQ, channel and QP on the ID's device
-// (or takes Config's PD and CQ) and attaches the QP to the ID (INIT).
+// (or takes Config's PD, CQ and SRQ) and attaches the QP to the ID (INIT).
 func (c *Conn) setup() error {
 	const op = "create qp"
 	pd, srq := c.cfg.PD, c.cfg.SRQ
@@ -383,8 +383,6 @@ func (c *Conn) Close() error {
 	return c.teardown()
 }
 
-// markClosed marks the Conn (or the UDConn on it) closed, once: a second
-// call is an error wrapping ErrClosed.
 // isClosed reports whether Close was called.
 func (c *Conn) isClosed() bool {
 	c.closeMu.Lock()
@@ -392,6 +390,8 @@ func (c *Conn) isClosed() bool {
 	return c.closed
 }
 
+// markClosed marks the Conn (or the UDConn on it) closed, once: a second
+// call is an error wrapping ErrClosed.
 func (c *Conn) markClosed() error {
 	c.closeMu.Lock()
 	defer c.closeMu.Unlock()
