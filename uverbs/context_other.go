@@ -81,3 +81,13 @@ func (c *Context) TryAsyncEvent() (AsyncEvent, bool, error) {
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	return AsyncEvent{}, unsupported("get async event", "")
 }
+
+// QueryPKey returns an error wrapping ErrNotSupported.
+func (c *Context) QueryPKey(port, index int) (uint16, error) {
+	return 0, unsupported("query pkey", "")
+}
+
+// PKeyIndex returns an error wrapping ErrNotSupported.
+func (c *Context) PKeyIndex(port int, pkey uint16) (int, error) {
+	return 0, unsupported("get pkey index", "")
+}
