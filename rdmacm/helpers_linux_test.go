@@ -60,7 +60,14 @@ func listen(t testing.TB, n int, cfg *Config) *Listener {
 // pair dials l and accepts the connection, both closed when the test ends.
 func pair(t testing.TB, l *Listener, dcfg *Config) (cli, srv *Conn) {
 	t.Helper()
-	cli, srv = dialAccept(t, l, dcfg)
+	return pairAt(t, l, l.Addr().String(), dcfg)
+}
+
+// pairAt is pair, dialing addr (which reaches l) rather than l's own
+// address.
+func pairAt(t testing.TB, l *Listener, addr string, dcfg *Config) (cli, srv *Conn) {
+	t.Helper()
+	cli, srv = dialAcceptAt(t, l, addr, dcfg)
 	t.Cleanup(func() { cli.Close() })
 	t.Cleanup(func() { srv.Close() })
 	return cli, srv
@@ -68,6 +75,12 @@ func pair(t testing.TB, l *Listener, dcfg *Config) (cli, srv *Conn) {
 
 // dialAccept dials l and accepts the connection, for the caller to close.
 func dialAccept(t testing.TB, l *Listener, dcfg *Config) (cli, srv *Conn) {
+	t.Helper()
+	return dialAcceptAt(t, l, l.Addr().String(), dcfg)
+}
+
+// dialAcceptAt is dialAccept, dialing addr.
+func dialAcceptAt(t testing.TB, l *Listener, addr string, dcfg *Config) (cli, srv *Conn) {
 	t.Helper()
 	type res struct {
 		c   *Conn
@@ -78,9 +91,9 @@ func dialAccept(t testing.TB, l *Listener, dcfg *Config) (cli, srv *Conn) {
 		c, err := l.Accept(timeout(t))
 		acc <- res{c, err}
 	}()
-	cli, err := Dial(timeout(t), l.Addr().String(), dcfg)
+	cli, err := Dial(timeout(t), addr, dcfg)
 	if err != nil {
-		t.Fatalf("dial %v: %v", l.Addr(), err)
+		t.Fatalf("dial %v: %v", addr, err)
 	}
 	r := <-acc
 	if r.err != nil {

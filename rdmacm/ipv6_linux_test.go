@@ -2,7 +2,6 @@ package rdmacm
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"net/netip"
 	"testing"
@@ -99,25 +98,7 @@ func TestIPv6(t *testing.T) {
 	t.Run("IPv4-mapped", func(t *testing.T) {
 		l := listen(t, 47, nil)
 		mapped := netip.AddrPortFrom(netip.AddrFrom16(rxeIP.As16()), l.Addr().Port())
-		ctx := timeout(t)
-		acc := make(chan *Conn, 1)
-		go func() {
-			c, err := l.Accept(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			acc <- c
-		}()
-		cli, err := Dial(ctx, mapped.String(), nil)
-		if err != nil {
-			t.Fatalf("dial %v: %v", mapped, err)
-		}
-		defer cli.Close()
-		srv := <-acc
-		if srv == nil {
-			return
-		}
-		defer srv.Close()
+		cli, _ := pairAt(t, l, mapped.String(), nil)
 		if cli.RemoteAddr() != l.Addr() {
 			t.Errorf("dialed %v: remote %v, want %v", mapped, cli.RemoteAddr(), l.Addr())
 		}
@@ -131,26 +112,7 @@ func TestIPv6(t *testing.T) {
 		}
 		defer l.Close()
 		for _, ip := range []netip.Addr{rxeIP6, rxeIP} {
-			ctx, cancel := context.WithTimeout(context.Background(), stepWait)
-			t.Cleanup(cancel)
-			acc := make(chan *Conn, 1)
-			go func() {
-				c, err := l.Accept(ctx)
-				if err != nil {
-					t.Error(err)
-				}
-				acc <- c
-			}()
-			cli, err := Dial(ctx, netip.AddrPortFrom(ip, any6.Port()).String(), nil)
-			if err != nil {
-				t.Fatalf("dial %v through the IPv6 wildcard: %v", ip, err)
-			}
-			t.Cleanup(func() { cli.Close() }) // before the buffers' cleanups: they run first
-			srv := <-acc
-			if srv == nil {
-				continue
-			}
-			t.Cleanup(func() { srv.Close() })
+			cli, srv := pairAt(t, l, netip.AddrPortFrom(ip, any6.Port()).String(), nil)
 			t.Logf("%v: accepted at %v from %v", ip, srv.LocalAddr(), srv.RemoteAddr())
 			if srv.LocalAddr().Addr().Unmap() != ip {
 				t.Errorf("dialed %v: accepted at %v", ip, srv.LocalAddr())

@@ -17,19 +17,12 @@ import (
 // 0xFFFF (the full-membership default P_Key).
 func (c *Context) QueryPKey(port, index int) (uint16, error) {
 	const op = "query pkey"
-	if err := checkPort(port); err != nil {
-		return 0, c.opErr(op, err)
-	}
-	if err := c.use(op); err != nil {
-		return 0, err
-	}
-	defer c.done()
-	pa, err := c.queryPort(op, port)
+	n, err := c.pkeyTableLen(op, port)
 	if err != nil {
 		return 0, err
 	}
-	if index < 0 || index >= pa.PkeyTblLen {
-		return 0, c.opErr(op, fmt.Errorf("port %d: P_Key index %d beyond the table of %d: %w", port, index, pa.PkeyTblLen, unix.EINVAL))
+	if index < 0 || index >= n {
+		return 0, c.opErr(op, fmt.Errorf("port %d: P_Key index %d beyond the table of %d: %w", port, index, n, unix.EINVAL))
 	}
 	return c.pkeyAt(op, port, index)
 }
@@ -40,6 +33,25 @@ func (c *Context) QueryPKey(port, index int) (uint16, error) {
 // error wrapping ENOENT.
 func (c *Context) PKeyIndex(port int, pkey uint16) (int, error) {
 	const op = "get pkey index"
+	n, err := c.pkeyTableLen(op, port)
+	if err != nil {
+		return 0, err
+	}
+	for i := range min(n, math.MaxUint16+1) {
+		k, err := c.pkeyAt(op, port, i)
+		if err != nil {
+			return 0, err
+		}
+		if k == pkey {
+			return i, nil
+		}
+	}
+	return 0, c.opErr(op, fmt.Errorf("port %d: P_Key %#04x is not in the table of %d: %w", port, pkey, n, unix.ENOENT))
+}
+
+// pkeyTableLen returns the length of port's P_Key table (QUERY_PORT),
+// after checking the port and that the context is open.
+func (c *Context) pkeyTableLen(op string, port int) (int, error) {
 	if err := checkPort(port); err != nil {
 		return 0, c.opErr(op, err)
 	}
@@ -51,16 +63,7 @@ func (c *Context) PKeyIndex(port int, pkey uint16) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for i := range min(pa.PkeyTblLen, math.MaxUint16+1) {
-		k, err := c.pkeyAt(op, port, i)
-		if err != nil {
-			return 0, err
-		}
-		if k == pkey {
-			return i, nil
-		}
-	}
-	return 0, c.opErr(op, fmt.Errorf("port %d: P_Key %#04x is not in the table of %d: %w", port, pkey, pa.PkeyTblLen, unix.ENOENT))
+	return pa.PkeyTblLen, nil
 }
 
 // pkeyAt reads entry index of port's P_Key table from sysfs ("0xffff").

@@ -1,15 +1,12 @@
 package interop
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,49 +64,6 @@ func (m *mcastMem) close() {
 	}
 }
 
-// syncBuffer is a bytes.Buffer a running program writes while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startMckey starts mckey with argv, its output in a syncBuffer.
-func startMckey(t *testing.T, env, argv []string) (*syncBuffer, <-chan error) {
-	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	out := new(syncBuffer)
-	cmd.Stdout, cmd.Stderr = out, out
-	t.Logf("running: %s", strings.Join(argv, " "))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	exited := make(chan struct{})
-	go func() {
-		done <- cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	return out, done
-}
-
 // waitJoined waits up to 30 s for d0 to be a member of the IPv4 group
 // (/proc/net/igmp, which names groups by their address's bytes in host
 // order, in hex).
@@ -137,7 +91,7 @@ func waitJoined(t *testing.T, group string, done <-chan error) {
 }
 
 // awaitMckey waits for mckey to end well.
-func awaitMckey(t *testing.T, out interface{ String() string }, done <-chan error) {
+func awaitMckey(t *testing.T, out *syncBuffer, done <-chan error) {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -158,7 +112,7 @@ func TestMckeyInterop(t *testing.T) {
 
 	t.Run("mckey receives, goverbs sends", func(t *testing.T) {
 		const group = "239.1.2.4"
-		out, done := startMckey(t, env, args(group))
+		out, done, _ := startCmd(t, env, args(group))
 		// mckey's stdout is a pipe, so it prints at its exit: its join
 		// shows in the netdev's IPv4 memberships instead (the CM joins
 		// the IP group for RoCE v2). It attaches its QP as it reads the
@@ -197,9 +151,9 @@ func TestMckeyInterop(t *testing.T) {
 
 	t.Run("mckey receives, goverbs mckey sends", func(t *testing.T) {
 		const group = "239.1.2.7"
-		out, done := startMckey(t, env, args(group))
+		out, done, _ := startCmd(t, env, args(group))
 		waitJoined(t, group, done)
-		ours, oursDone := startMckey(t, nil, []string{goverbsBin, "mckey", "-s", "-m", group, "-b", rxeAddr, "-C", "10", "-S", "100"})
+		ours, oursDone, _ := startCmd(t, nil, []string{goverbsBin, "mckey", "-s", "-m", group, "-b", rxeAddr, "-C", "10", "-S", "100"})
 		awaitMckey(t, ours, oursDone)
 		awaitMckey(t, out, done)
 		if !strings.Contains(out.String(), "data transfers complete") {
@@ -219,7 +173,7 @@ func TestMckeyInterop(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer u.Close()
-		out, done := startMckey(t, env, append(args(group), "-s"))
+		out, done, _ := startCmd(t, env, append(args(group), "-s"))
 		awaitMckey(t, out, done)
 		// mckey posts its sends unsignaled and destroys its QP right
 		// after: on 6.1 rxe sends them as they are posted, and all

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -113,14 +114,34 @@ func await(t *testing.T, c *rdmacm.Conn, wrid uint64) cq.WC {
 	return cq.WC{}
 }
 
+// syncBuffer is a bytes.Buffer a running program writes while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // startCmd starts argv, logging the command line, and returns its
-// combined output and a channel with its exit.
-func startCmd(t *testing.T, env, argv []string) (*bytes.Buffer, <-chan error, *exec.Cmd) {
+// combined output, which the test may read while it runs, and a channel
+// with its exit.
+func startCmd(t *testing.T, env, argv []string) (*syncBuffer, <-chan error, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := new(syncBuffer)
+	cmd.Stdout, cmd.Stderr = out, out
 	t.Logf("running: %s", strings.Join(argv, " "))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -135,7 +156,7 @@ func startCmd(t *testing.T, env, argv []string) (*bytes.Buffer, <-chan error, *e
 		cmd.Process.Kill()
 		<-exited
 	})
-	return &out, done, cmd
+	return out, done, cmd
 }
 
 // TestRDMAServerGoverbsClient: rdma-core's rdma_server, goverbs' client.

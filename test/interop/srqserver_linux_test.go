@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -92,7 +91,7 @@ func TestSRQServerRDMAClientsAndDials(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	var outs []*bytes.Buffer
+	var outs []*syncBuffer
 	var dones []<-chan error
 	for range cClients {
 		out, done, _ := startCmd(t, env, []string{rdmaClientBin, "-s", rxeAddr, "-p", port})

@@ -145,7 +145,7 @@ func checkRecvs(t *testing.T, wcs []cq.WC, src uint32) {
 }
 
 // awaitExit waits for the program's exit and checks its report.
-func awaitExit(t *testing.T, name string, done <-chan error, out *bytes.Buffer) {
+func awaitExit(t *testing.T, name string, done <-chan error, out *syncBuffer) {
 	t.Helper()
 	select {
 	case err := <-done:
