@@ -796,6 +796,18 @@ func (id *ID) Establish() error {
 	return id.do("establish", func(c *ucma.Conn, kid uint32) error { return c.Accept(kid, 0, nil, ucma.ECE{}) })
 }
 
+// Notify reports an async event of the ID's QP to the connection manager
+// (rdma_notify). The one it acts on is uverbs.EventCommEst: a passive
+// side whose QP received data before the active side's RTU came (the RTU
+// is late or lost) reports it, and the CM takes the connection as
+// established at once, with EventEstablished on the ID, where it would
+// otherwise resend its reply until it gave up. Notifying a connection
+// already established fails with EISCONN; an event the CM does not act on,
+// or a CommEst outside a handshake, fails with EINVAL.
+func (id *ID) Notify(event uverbs.AsyncEventType) error {
+	return id.do("notify", func(c *ucma.Conn, kid uint32) error { return c.Notify(kid, uint32(event)) })
+}
+
 func (id *ID) setConnectError(err error) {
 	id.mu.Lock()
 	id.cerr = err

@@ -200,6 +200,61 @@ func TestLowLevelHandshake(t *testing.T) {
 	}
 }
 
+// TestNotifyCommEst: a passive side told of its QP's first message
+// (ID.Notify with uverbs.EventCommEst) is established before the active
+// side's RTU, which an active ID without a QP sends only when it calls
+// Establish; a second Notify is EISCONN, an event the CM does not act on
+// EINVAL, and a closed ID ErrClosed.
+func TestNotifyCommEst(t *testing.T) {
+	requireCM(t)
+	ll := lowLevelRequest(t, PortSpaceTCP, 97, false, &ConnParam{RetryCount: 7, RNRRetryCount: 7})
+	sch, cch, cid := ll.sch, ll.cch, ll.cid
+	child := ll.req.ID
+	ll.req.Ack()
+	sqp := qpOn(t, child)
+	if err := child.Notify(uverbs.EventCommEst); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Notify before the reply: %v, want EINVAL", err)
+	}
+	if err := child.Accept(&ConnParam{ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	resp := expectEvent(t, cch, EventConnectResponse)
+	if resp.Param.QPNum != sqp.QPN() {
+		t.Errorf("connect response names QP %d, want %d", resp.Param.QPNum, sqp.QPN())
+	}
+	resp.Ack()
+	if err := child.Notify(uverbs.EventPortActive); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Notify(%v): %v, want EINVAL", uverbs.EventPortActive, err)
+	}
+	if err := child.Notify(uverbs.EventCommEst); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, sch, EventEstablished).Ack()
+	if err := child.Notify(uverbs.EventCommEst); !errors.Is(err, syscall.EISCONN) {
+		t.Errorf("Notify when established: %v, want EISCONN", err)
+	}
+	// The active side's RTU now finds the passive side established.
+	if err := cid.Establish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, cch, EventDisconnected).Ack()
+	if err := cid.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, sch, EventDisconnected).Ack()
+	for _, id := range []*ID{child, ll.lid, cid} {
+		if err := id.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := child.Notify(uverbs.EventCommEst); !errors.Is(err, ErrClosed) {
+		t.Errorf("Notify after Close: %v, want ErrClosed", err)
+	}
+}
+
 // qpOn makes an RC QP on the ID's shared PD and attaches it (INIT).
 func qpOn(t testing.TB, id *ID) *uverbs.QP {
 	t.Helper()

@@ -95,6 +95,9 @@ func (id *ID) QP() *uverbs.QP { return nil }
 // AttachQP returns an error wrapping ErrNotSupported.
 func (id *ID) AttachQP(qp *uverbs.QP) error { return unsupported("attach qp") }
 
+// Notify returns an error wrapping ErrNotSupported.
+func (id *ID) Notify(event uverbs.AsyncEventType) error { return unsupported("notify") }
+
 // Establish returns an error wrapping ErrNotSupported.
 func (id *ID) Establish() error { return unsupported("establish") }
 
