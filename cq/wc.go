@@ -89,6 +89,8 @@ const (
 	OpBindMW          Opcode = 5
 	OpLocalInv        Opcode = 6
 	OpTSO             Opcode = 7
+	OpFlush           Opcode = 8 // a WRFlush (rxe from Linux 6.2)
+	OpAtomicWrite     Opcode = 9 // a WRAtomicWrite (rxe from Linux 6.2)
 	OpRecv            Opcode = 128
 	OpRecvRDMAWithImm Opcode = 129
 	RecvBit           Opcode = 128
@@ -97,6 +99,7 @@ const (
 var opcodeText = map[Opcode]string{
 	OpSend: "SEND", OpRDMAWrite: "RDMA_WRITE", OpRDMARead: "RDMA_READ", OpCompSwap: "COMP_SWAP",
 	OpFetchAdd: "FETCH_ADD", OpBindMW: "BIND_MW", OpLocalInv: "LOCAL_INV", OpTSO: "TSO",
+	OpFlush: "FLUSH", OpAtomicWrite: "ATOMIC_WRITE",
 	OpRecv: "RECV", OpRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
 }
 

@@ -14,5 +14,14 @@ const (
 	AccessZeroBased    Access = 1 << 5
 	AccessOnDemand     Access = 1 << 6
 	AccessHugeTLB      Access = 1 << 7
-	AccessRelaxedOrder Access = 1 << 20
+	// AccessFlushGlobal lets a peer's WRFlush with FlushGlobal cover the
+	// region; on a QP (ConnectOptions.Access) it lets the QP take such
+	// flushes at all. rxe from Linux 6.2; elsewhere RegMR fails with
+	// ErrNotSupported.
+	AccessFlushGlobal Access = 1 << 8
+	// AccessFlushPersistent does the same for FlushPersistent. Only
+	// persistent memory (pmem) can be registered with it: rxe refuses a
+	// region of RAM (EINVAL).
+	AccessFlushPersistent Access = 1 << 9
+	AccessRelaxedOrder    Access = 1 << 20
 )

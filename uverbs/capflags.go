@@ -41,6 +41,12 @@ const (
 	DeviceCapManagedFlowSteering DeviceCap = uapi.IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING
 	DeviceCapRawScatterFCS       DeviceCap = uapi.IB_UVERBS_DEVICE_RAW_SCATTER_FCS
 	DeviceCapPCIWriteEndPadding  DeviceCap = uapi.IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING
+	// The device takes WRFlush with FlushGlobal, WRFlush with
+	// FlushPersistent, and WRAtomicWrite: rxe from Linux 6.2. They are
+	// in DeviceAttr.DeviceCapFlagsEx only.
+	DeviceCapFlushGlobal     DeviceCap = uapi.IB_UVERBS_DEVICE_FLUSH_GLOBAL
+	DeviceCapFlushPersistent DeviceCap = uapi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT
+	DeviceCapAtomicWrite     DeviceCap = uapi.IB_UVERBS_DEVICE_ATOMIC_WRITE
 )
 
 // String names the set bits as the kernel does, without the
@@ -159,6 +165,9 @@ const (
 	deviceCapBitManagedFlowSteering = deviceCapBit(DeviceCapManagedFlowSteering) // MANAGED_FLOW_STEERING
 	deviceCapBitRawScatterFCS       = deviceCapBit(DeviceCapRawScatterFCS)       // RAW_SCATTER_FCS
 	deviceCapBitPCIWriteEndPadding  = deviceCapBit(DeviceCapPCIWriteEndPadding)  // PCI_WRITE_END_PADDING
+	deviceCapBitFlushGlobal         = deviceCapBit(DeviceCapFlushGlobal)         // FLUSH_GLOBAL
+	deviceCapBitFlushPersistent     = deviceCapBit(DeviceCapFlushPersistent)     // FLUSH_PERSISTENT
+	deviceCapBitAtomicWrite         = deviceCapBit(DeviceCapAtomicWrite)         // ATOMIC_WRITE
 )
 
 const (

@@ -21,6 +21,7 @@ func TestCapString(t *testing.T) {
 		{uverbs.DeviceCapSRQResize.String(), "SRQ_RESIZE"},
 		{(uverbs.DeviceCapResizeMaxWR | uverbs.DeviceCapXRC | uverbs.DeviceCapPCIWriteEndPadding).String(), "RESIZE_MAX_WR|XRC|PCI_WRITE_END_PADDING"},
 		{(uverbs.DeviceCapPortActiveEvent | 0x200 | 1<<63).String(), "0x200|PORT_ACTIVE_EVENT|0x8000000000000000"},
+		{(uverbs.DeviceCapFlushGlobal | uverbs.DeviceCapFlushPersistent | uverbs.DeviceCapAtomicWrite | 1<<37).String(), "0x2000000000|FLUSH_GLOBAL|FLUSH_PERSISTENT|ATOMIC_WRITE"},
 		{uverbs.PortCap(0).String(), "0"},
 		{(uverbs.PortCapCMSup | uverbs.PortCapIPBasedGIDs).String(), "CM_SUP|IP_BASED_GIDS"},
 		{(uverbs.PortCapSM | 1).String(), "0x1|SM"},

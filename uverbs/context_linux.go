@@ -32,6 +32,9 @@ type Context struct {
 	events  asyncEvents      // reading and counting async events
 	vectors int
 	cqs     sync.Map // CQ event handle (uint64) -> *cqBackend, for async CQ_ERR and Close
+	// flushCaps caches the device's flush capabilities for RegMR
+	// (checkFlushAccess): 0 until asked.
+	flushCaps atomic.Uint64
 
 	// mu is held for reading by every call that uses fd, and for writing
 	// by Close, so the fd number is never reused under a call. The posts

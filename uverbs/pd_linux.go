@@ -116,12 +116,18 @@ func (p *PD) regMR(op string, mem []byte, iova uint64, access Access) (*MR, erro
 		return nil, err
 	}
 	defer p.ctx.done()
+	if err := p.ctx.checkFlushAccess(access); err != nil {
+		return nil, p.ctx.opErr(op, err)
+	}
 	m := &MR{pd: p, mem: mem}
 	m.holdBuffer() // before the registration: the Buffer stays mapped under it
 	r, err := kverbs.RegMR(p.ctx.conn, p.handle, base, uint64(len(mem)), iova, uint32(access))
 	runtime.KeepAlive(mem)
 	if err != nil {
 		m.releaseBuffer()
+		if access&AccessFlushPersistent != 0 && errors.Is(err, unix.EINVAL) {
+			err = fmt.Errorf("%w (AccessFlushPersistent needs persistent memory (pmem) pages)", err)
+		}
 		return nil, p.ctx.opErr(op, fmt.Errorf("%d bytes at %#x, access %#x: %w", len(mem), addr, uint32(access), memlockHint(err)))
 	}
 	m.handle = r.Handle

@@ -70,6 +70,8 @@ var (
 	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.Flags) - unsafe.Offsetof(provider.SendWR{}.Flags)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.SGL) - unsafe.Offsetof(provider.SendWR{}.SGL)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.Imm) - unsafe.Offsetof(provider.SendWR{}.Imm)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.FlushType) - unsafe.Offsetof(provider.SendWR{}.FlushType)]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.FlushLevel) - unsafe.Offsetof(provider.SendWR{}.FlushLevel)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.RemoteAddr) - unsafe.Offsetof(provider.SendWR{}.RemoteAddr)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.RKey) - unsafe.Offsetof(provider.SendWR{}.RKey)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(SendWR{}.CompareAdd) - unsafe.Offsetof(provider.SendWR{}.CompareAdd)]struct{}{}

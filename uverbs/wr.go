@@ -28,6 +28,44 @@ const (
 	// WRBindMW binds a memory window to memory as Bind says (RC and UC).
 	WRBindMW      WROpcode = 8
 	WRSendWithInv WROpcode = 9
+	// WRFlush makes data a peer wrote into [RemoteAddr, +Imm) of the
+	// region RKey names visible (FlushGlobal) or persistent
+	// (FlushPersistent) before it completes, or all of that region
+	// (FlushMR): see FlushType and FlushLevel. RC only; rxe from Linux
+	// 6.2, where the region and the peer's QP allow it
+	// (AccessFlushGlobal, AccessFlushPersistent). Elsewhere it fails with
+	// ErrNotSupported, before anything is posted.
+	WRFlush WROpcode = 14
+	// WRAtomicWrite writes Swap's 8 bytes at RemoteAddr, 8-aligned,
+	// atomically at the peer, after the requests before it (RC only;
+	// the peer's region needs AccessRemoteWrite). The bytes land as they
+	// lie in this host's memory: a peer of the same byte order reads
+	// Swap back. rxe from Linux 6.2; elsewhere ErrNotSupported.
+	WRAtomicWrite WROpcode = 15
+)
+
+// FlushType is what a WRFlush makes of the data (enum ibv_placement_type).
+type FlushType uint8
+
+// Flush placement types; a request may ask for both.
+const (
+	// FlushGlobal: visible to every reader of the peer's memory, CPUs
+	// included, before the flush completes.
+	FlushGlobal FlushType = 1 << 0
+	// FlushPersistent: also durable (written back to persistent memory),
+	// so it survives the peer's power loss. Only a region of persistent
+	// memory (pmem) can be registered for it.
+	FlushPersistent FlushType = 1 << 1
+)
+
+// FlushLevel is how much of the region a WRFlush covers (enum
+// ibv_selectivity_level).
+type FlushLevel uint8
+
+// Flush selectivity levels.
+const (
+	FlushRange FlushLevel = 0 // [RemoteAddr, +Imm)
+	FlushMR    FlushLevel = 1 // the whole region RKey names
 )
 
 // SendFlags qualify a send work request (enum ibv_send_flags).
@@ -57,12 +95,18 @@ type SendWR struct {
 	SGL    []SGE
 	// Imm is the immediate data of the WithImm opcodes, in host order: the
 	// receiver's WC.Imm has the same value. For WRSendWithInv, the rkey of
-	// the receiver's type-2 memory window to invalidate.
+	// the receiver's type-2 memory window to invalidate. For WRFlush of a
+	// FlushRange, the range's length in bytes.
 	Imm uint32
-	// RDMA and atomics: the remote address and key.
+	// WRFlush: what it makes of the data, and how much it covers. These
+	// fill padding: SendWR is no larger for them on 64-bit machines.
+	FlushType  FlushType
+	FlushLevel FlushLevel
+	// RDMA, atomics and WRFlush: the remote address and key.
 	RemoteAddr uint64
 	RKey       uint32
-	// Atomics: the compare (or add) operand, and the swap operand.
+	// Atomics: the compare (or add) operand, and the swap operand, which
+	// is also the value a WRAtomicWrite writes.
 	CompareAdd uint64
 	Swap       uint64
 	// UD: the destination.

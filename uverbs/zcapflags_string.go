@@ -33,36 +33,42 @@ func _() {
 	_ = x[deviceCapBitManagedFlowSteering-536870912]
 	_ = x[deviceCapBitRawScatterFCS-17179869184]
 	_ = x[deviceCapBitPCIWriteEndPadding-68719476736]
+	_ = x[deviceCapBitFlushGlobal-274877906944]
+	_ = x[deviceCapBitFlushPersistent-549755813888]
+	_ = x[deviceCapBitAtomicWrite-1099511627776]
 }
 
-const _deviceCapBit_name = "RESIZE_MAX_WRBAD_PKEY_CNTRBAD_QKEY_CNTRRAW_MULTIAUTO_PATH_MIGCHANGE_PHY_PORTUD_AV_PORT_ENFORCECURR_QP_STATE_MODSHUTDOWN_PORTPORT_ACTIVE_EVENTSYS_IMAGE_GUIDRC_RNR_NAK_GENSRQ_RESIZEN_NOTIFY_CQMEM_WINDOWUD_IP_CSUMXRCMEM_MGT_EXTENSIONSMEM_WINDOW_TYPE_2AMEM_WINDOW_TYPE_2BRC_IP_CSUMRAW_IP_CSUMMANAGED_FLOW_STEERINGRAW_SCATTER_FCSPCI_WRITE_END_PADDING"
+const _deviceCapBit_name = "RESIZE_MAX_WRBAD_PKEY_CNTRBAD_QKEY_CNTRRAW_MULTIAUTO_PATH_MIGCHANGE_PHY_PORTUD_AV_PORT_ENFORCECURR_QP_STATE_MODSHUTDOWN_PORTPORT_ACTIVE_EVENTSYS_IMAGE_GUIDRC_RNR_NAK_GENSRQ_RESIZEN_NOTIFY_CQMEM_WINDOWUD_IP_CSUMXRCMEM_MGT_EXTENSIONSMEM_WINDOW_TYPE_2AMEM_WINDOW_TYPE_2BRC_IP_CSUMRAW_IP_CSUMMANAGED_FLOW_STEERINGRAW_SCATTER_FCSPCI_WRITE_END_PADDINGFLUSH_GLOBALFLUSH_PERSISTENTATOMIC_WRITE"
 
 var _deviceCapBit_map = map[deviceCapBit]string{
-	1:           _deviceCapBit_name[0:13],
-	2:           _deviceCapBit_name[13:26],
-	4:           _deviceCapBit_name[26:39],
-	8:           _deviceCapBit_name[39:48],
-	16:          _deviceCapBit_name[48:61],
-	32:          _deviceCapBit_name[61:76],
-	64:          _deviceCapBit_name[76:94],
-	128:         _deviceCapBit_name[94:111],
-	256:         _deviceCapBit_name[111:124],
-	1024:        _deviceCapBit_name[124:141],
-	2048:        _deviceCapBit_name[141:155],
-	4096:        _deviceCapBit_name[155:169],
-	8192:        _deviceCapBit_name[169:179],
-	16384:       _deviceCapBit_name[179:190],
-	131072:      _deviceCapBit_name[190:200],
-	262144:      _deviceCapBit_name[200:210],
-	1048576:     _deviceCapBit_name[210:213],
-	2097152:     _deviceCapBit_name[213:231],
-	8388608:     _deviceCapBit_name[231:249],
-	16777216:    _deviceCapBit_name[249:267],
-	33554432:    _deviceCapBit_name[267:277],
-	67108864:    _deviceCapBit_name[277:288],
-	536870912:   _deviceCapBit_name[288:309],
-	17179869184: _deviceCapBit_name[309:324],
-	68719476736: _deviceCapBit_name[324:345],
+	1:             _deviceCapBit_name[0:13],
+	2:             _deviceCapBit_name[13:26],
+	4:             _deviceCapBit_name[26:39],
+	8:             _deviceCapBit_name[39:48],
+	16:            _deviceCapBit_name[48:61],
+	32:            _deviceCapBit_name[61:76],
+	64:            _deviceCapBit_name[76:94],
+	128:           _deviceCapBit_name[94:111],
+	256:           _deviceCapBit_name[111:124],
+	1024:          _deviceCapBit_name[124:141],
+	2048:          _deviceCapBit_name[141:155],
+	4096:          _deviceCapBit_name[155:169],
+	8192:          _deviceCapBit_name[169:179],
+	16384:         _deviceCapBit_name[179:190],
+	131072:        _deviceCapBit_name[190:200],
+	262144:        _deviceCapBit_name[200:210],
+	1048576:       _deviceCapBit_name[210:213],
+	2097152:       _deviceCapBit_name[213:231],
+	8388608:       _deviceCapBit_name[231:249],
+	16777216:      _deviceCapBit_name[249:267],
+	33554432:      _deviceCapBit_name[267:277],
+	67108864:      _deviceCapBit_name[277:288],
+	536870912:     _deviceCapBit_name[288:309],
+	17179869184:   _deviceCapBit_name[309:324],
+	68719476736:   _deviceCapBit_name[324:345],
+	274877906944:  _deviceCapBit_name[345:357],
+	549755813888:  _deviceCapBit_name[357:373],
+	1099511627776: _deviceCapBit_name[373:385],
 }
 
 func (i deviceCapBit) String() string {

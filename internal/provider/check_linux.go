@@ -75,6 +75,31 @@ func CheckSend(wr *SendWR, typ uint8, maxSGE, maxInline uint32) (uint64, error) 
 		if inline {
 			return 0, fmt.Errorf("inline atomic: %w", unix.EINVAL)
 		}
+	case WRAtomicWrite:
+		if typ != uapi.IB_UVERBS_QPT_RC {
+			return 0, fmt.Errorf("atomic write needs an RC QP: %w", unix.EINVAL)
+		}
+		if len(wr.SGL) != 0 || inline { // the 8 bytes are Swap's, in the WQE
+			return 0, fmt.Errorf("atomic write with SGEs or inline data (its 8 bytes are Swap): %w", unix.EINVAL)
+		}
+		if wr.RemoteAddr&7 != 0 {
+			return 0, fmt.Errorf("atomic write at %#x: need 8-aligned: %w", wr.RemoteAddr, unix.EINVAL)
+		}
+		return 8, nil
+	case WRFlush:
+		if typ != uapi.IB_UVERBS_QPT_RC {
+			return 0, fmt.Errorf("flush needs an RC QP: %w", unix.EINVAL)
+		}
+		if len(wr.SGL) != 0 || inline {
+			return 0, fmt.Errorf("flush with data: %w", unix.EINVAL)
+		}
+		if wr.FlushType == 0 || wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 {
+			return 0, fmt.Errorf("flush type %#x (global %#x, persistent %#x, or both): %w", wr.FlushType, FlushGlobal, FlushPersistent, unix.EINVAL)
+		}
+		if wr.FlushLevel != FlushRange && wr.FlushLevel != FlushMR {
+			return 0, fmt.Errorf("flush level %d (range %d, whole MR %d): %w", wr.FlushLevel, FlushRange, FlushMR, unix.EINVAL)
+		}
+		return uint64(wr.Imm), nil // the range's length; the responder ignores it for FlushMR
 	case WRLocalInv:
 		if typ != uapi.IB_UVERBS_QPT_RC {
 			return 0, fmt.Errorf("local invalidate needs an RC QP: %w", unix.EINVAL)

@@ -22,6 +22,17 @@ const (
 	WRLocalInv         = 7
 	WRBindMW           = 8
 	WRSendWithInv      = 9
+	WRFlush            = 14
+	WRAtomicWrite      = 15
+)
+
+// Flush placement types and selectivity levels (enum ib_placement_type,
+// enum ib_selectivity_level).
+const (
+	FlushGlobal     = 1 << 0
+	FlushPersistent = 1 << 1
+	FlushRange      = 0
+	FlushMR         = 1
 )
 
 // Send flags (enum ibv_send_flags).
@@ -39,12 +50,17 @@ type SendWR struct {
 	Flags  uint32
 	SGL    []SGE
 	// Imm is the immediate data in host order (the provider puts it on the
-	// wire big-endian), or the rkey to invalidate for WRSendWithInv.
-	Imm        uint32
+	// wire big-endian), the rkey to invalidate for WRSendWithInv, or the
+	// length of a WRFlush's range.
+	Imm uint32
+	// WRFlush: its placement type (FlushGlobal, FlushPersistent) and
+	// selectivity level (FlushRange, FlushMR).
+	FlushType  uint8
+	FlushLevel uint8
 	RemoteAddr uint64
 	RKey       uint32
 	CompareAdd uint64
-	Swap       uint64
+	Swap       uint64 // also WRAtomicWrite's 8 bytes, in host order
 	// UD only.
 	AH         *AHRef
 	RemoteQPN  uint32

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uapi"
@@ -585,6 +586,9 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) error {
 	var length uint64
 	if q.plainOps>>wr.Opcode&1 == 0 || inline || uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
 		var err error
+		if wr.Opcode == provider.WRAtomicWrite || wr.Opcode == provider.WRFlush {
+			return errNoRemoteOp(wr.Opcode)
+		}
 		if length, err = provider.CheckSend(wr, q.typ, q.cap.MaxSendSGE, q.cap.MaxInlineData); err != nil {
 			return err
 		}
@@ -684,6 +688,17 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) error {
 	sq.head++
 	q.bfWord = binary.NativeEndian.Uint64(ctrl[:8])
 	return nil
+}
+
+// errNoRemoteOp refuses an ATOMIC_WRITE or a FLUSH: mlx5 has neither,
+// in goverbs as in rdma-core's mlx5 provider (whose ops table sets no
+// wr_atomic_write or wr_flush), whatever the kernel.
+func errNoRemoteOp(op uint32) error {
+	name := "atomic write"
+	if op == provider.WRFlush {
+		name = "flush"
+	}
+	return fmt.Errorf("%s: mlx5 lacks it (neither goverbs' nor rdma-core's mlx5 provider has it): %w", name, errs.ErrNotSupported)
 }
 
 // postWindowOp writes the UMR WQE of a memory window's bind or local

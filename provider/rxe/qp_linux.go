@@ -69,9 +69,10 @@ type queuePair struct {
 	sq, rq   *queue
 	doorbell *kverbs.SendDoorbell
 	ssn      uint32
-	recvSGE  uint32 // the most SGEs a receive takes: the QP's cap, or what fits a slot if fewer
-	sendSGE  uint32 // the same for a send
-	plainOps uint32 // provider.PlainSendOps(typ)
+	recvSGE  uint32  // the most SGEs a receive takes: the QP's cap, or what fits a slot if fewer
+	sendSGE  uint32  // the same for a send
+	plainOps uint32  // provider.PlainSendOps(typ)
+	ext      *extOps // the context's: whether ATOMIC_WRITE and FLUSH are taken
 }
 
 // CreateQP creates the QP and maps its queues.
@@ -81,7 +82,7 @@ func (c *context) CreateQP(r kverbs.QPReq) (provider.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &queuePair{conn: c.conn, k: k, typ: r.Type, doorbell: kverbs.NewSendDoorbell(k.Handle), plainOps: provider.PlainSendOps(r.Type)}
+	q := &queuePair{conn: c.conn, k: k, typ: r.Type, doorbell: kverbs.NewSendDoorbell(k.Handle), plainOps: provider.PlainSendOps(r.Type), ext: &c.ext}
 	if q.sq, err = mapQueue(c.fd, resp.SqMi, sendWQEHeader); err != nil {
 		kverbs.DestroyQP(c.conn, k.Handle)
 		return nil, fmt.Errorf("rxe send queue: %w", err)
@@ -196,6 +197,9 @@ func (q *queuePair) postOneSend(wr *provider.SendWR) (quick bool, err error) {
 		if length, ahNum, err = q.checkSend(wr); err != nil {
 			return false, err
 		}
+		if wr.Opcode >= provider.WRFlush { // FLUSH or ATOMIC_WRITE: checkSend takes no other opcode past 9
+			return q.postRemoteOp(wr, length)
+		}
 	}
 	prod := sq.prod.Load() // ours
 	cons := sq.cons.Load()
@@ -293,11 +297,17 @@ func putWindowOp(w *uapi.RxeSendWqe, wr *provider.SendWR) {
 	mw.Bound.Store(mw.Type == 2)
 }
 
-// checkSend checks a request that is not plain (see postOneSend): the
-// rules all providers share, then that it fits a send slot, and a UD
-// request's address handle. It returns the request's length and the
-// handle's index.
+// checkSend checks a request that is not plain (see postOneSend): that
+// the device takes it if it is an ATOMIC_WRITE or a FLUSH, the rules all
+// providers share, then that it fits a send slot, and a UD request's
+// address handle. It returns the request's length and the handle's
+// index.
 func (q *queuePair) checkSend(wr *provider.SendWR) (length uint64, ahNum uint32, err error) {
+	if wr.Opcode == provider.WRAtomicWrite || wr.Opcode == provider.WRFlush {
+		if err := q.ext.check(wr); err != nil { // first: on 6.1 the opcode is what is wrong
+			return 0, 0, err
+		}
+	}
 	length, err = provider.CheckSend(wr, q.typ, q.k.Cap.MaxSendSGE, q.k.Cap.MaxInlineData)
 	if err != nil {
 		return 0, 0, err

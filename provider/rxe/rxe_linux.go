@@ -29,12 +29,15 @@ func (driver) Open(conn *transport.Conn, fd int) (provider.Context, kverbs.Conte
 	if err != nil {
 		return nil, kc, err
 	}
-	return &context{conn: conn, fd: fd}, kc, nil
+	c := &context{conn: conn, fd: fd}
+	c.ext.conn = conn
+	return c, kc, nil
 }
 
 type context struct {
 	conn *transport.Conn
 	fd   int
+	ext  extOps
 }
 
 func (c *context) Close() error { return nil }

@@ -2,14 +2,17 @@ package rxe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -43,6 +46,8 @@ func hostSendQP(t *testing.T, typ uint8, maxSGE uint32) *queuePair {
 		doorbell: kverbs.NewSendDoorbell(1), plainOps: provider.PlainSendOps(typ)}
 	q.k.Cap.MaxSendSGE, q.k.Cap.MaxInlineData = maxSGE, 32
 	q.sendSGE = min(maxSGE, uint32((sq.slotSize()-sendWQEHeader)/sgeSize))
+	q.ext = &extOps{}
+	q.ext.caps.Store(remoteCaps | extProbed) // as 6.12's rxe
 	return q
 }
 
@@ -143,5 +148,52 @@ func TestPostSendInline(t *testing.T) {
 	}
 	if d := (*uapi.RxeSendWqe)(unsafe.Pointer(&w[0])).Dma; d.Length != 12 || d.NumSGE != 0 {
 		t.Errorf("dma length %d, SGEs %d", d.Length, d.NumSGE)
+	}
+}
+
+// TestPostRemoteOps: an ATOMIC_WRITE's and a FLUSH's WQEs as rdma-core's
+// rxe provider lays them out (wr_atomic_write, wr_flush), and both
+// refused with ErrNotSupported, nothing published, where the device
+// lacks them (rxe before Linux 6.2).
+func TestPostRemoteOps(t *testing.T) {
+	ne := binary.NativeEndian
+	q := hostSendQP(t, uapi.IB_UVERBS_QPT_RC, 1)
+	wrs := []provider.SendWR{
+		{WRID: 1, Opcode: provider.WRAtomicWrite, Flags: provider.SendSignaled, RemoteAddr: 0xab0, RKey: 77, Swap: 0x1122334455667788},
+		{WRID: 2, Opcode: provider.WRFlush, RemoteAddr: 0xc00, RKey: 78, Imm: 4096, FlushType: provider.FlushGlobal, FlushLevel: provider.FlushMR},
+	}
+	for i := range wrs {
+		if n, err := q.PostSend(wrs[i : i+1]); n != 1 || err != nil {
+			t.Fatalf("PostSend(%v) = %d, %v", wrs[i].Opcode, n, err)
+		}
+		b := lastWQE(q)
+		w := (*uapi.RxeSendWqe)(unsafe.Pointer(&b[0]))
+		u := w.WR.WR[:]
+		if w.WR.WRID != wrs[i].WRID || w.WR.Opcode != wrs[i].Opcode || w.WR.SendFlags != wrs[i].Flags || w.Iova != wrs[i].RemoteAddr || w.Ssn != uint32(i+1) || w.Dma.NumSGE != 0 {
+			t.Errorf("%v: WQE header %+v", wrs[i].Opcode, w.WR)
+		}
+		if i == 0 {
+			if ne.Uint64(u[wrRDMARemoteAddr:]) != 0xab0 || ne.Uint32(u[wrRDMARKey:]) != 77 || w.Dma.Length != 8 || w.Dma.Resid != 8 ||
+				ne.Uint64(b[uapi.OffsetRxeSendWqeDmaAtomicWR:]) != 0x1122334455667788 {
+				t.Errorf("atomic write's WQE:\n%x", b)
+			}
+			continue
+		}
+		if ne.Uint64(u[wrFlushRemoteAddr:]) != 0xc00 || ne.Uint32(u[wrFlushRKey:]) != 78 || ne.Uint32(u[wrFlushLength:]) != 4096 ||
+			u[wrFlushType] != provider.FlushGlobal || u[wrFlushLevel] != provider.FlushMR || w.Dma.Length != 4096 || w.Dma.Resid != 4096 {
+			t.Errorf("flush's WQE:\n%x", b)
+		}
+	}
+
+	old := hostSendQP(t, uapi.IB_UVERBS_QPT_RC, 1)
+	old.ext.caps.Store(extProbed) // 6.1's rxe: none of the capabilities
+	for i := range wrs {
+		n, err := old.PostSend(wrs[i : i+1])
+		if n != 0 || !errors.Is(err, errs.ErrNotSupported) || !strings.Contains(err.Error(), "6.2") {
+			t.Errorf("%v without the capability: %d, %v; want ErrNotSupported naming 6.2", wrs[i].Opcode, n, err)
+		}
+	}
+	if p := old.sq.prod.Load(); p != 0 {
+		t.Errorf("producer index %d after refused requests", p)
 	}
 }

@@ -15,10 +15,11 @@ import (
 const RecordSize = 16
 
 // ops are the opcodes a request may carry: every one the providers know,
-// those they refuse among them, and one past them all.
+// those they refuse among them, and one past them all. Those added later
+// come last, so that the seeds' first bytes keep their opcodes.
 var ops = []uint32{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm,
 	provider.WRRDMARead, provider.WRSendWithInv, provider.WRAtomicCmpSwp, provider.WRAtomicFetchAdd,
-	provider.WRLocalInv, provider.WRBindMW, 33}
+	provider.WRLocalInv, provider.WRBindMW, 33, provider.WRFlush, provider.WRAtomicWrite}
 
 // Batches decodes data into requests, RecordSize bytes each (a shorter
 // tail is ignored), and calls post with each batch, the index of its last
@@ -34,7 +35,8 @@ var ops = []uint32{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite
 //	8-12   each SGE's length: 255 is provider.MaxSendLength, 254 eight
 //	       bytes more, anything else itself
 //	13     the SGEs' offset from base, and the UD destination QP
-//	14, 15 the rkey, immediate, compare-add, swap and Q_Key
+//	14, 15 the rkey, immediate, compare-add, swap and Q_Key; a flush's
+//	       level (14, bit 0) and type (15, low two bits)
 //
 // base is where the SGEs point: inline requests copy from there, so 4 KiB
 // from it must be readable. The last batch ends with the last record.
@@ -53,6 +55,8 @@ func Batches(data []byte, base uint64, ahs []*provider.AHRef, post func(last int
 			AH:         ahs[int(r[3]>>2)%len(ahs)],
 			RemoteQPN:  uint32(r[13]),
 			RemoteQKey: uint32(r[15]) << 4,
+			FlushType:  r[15] & 3,
+			FlushLevel: r[14] & 1,
 		}
 		for k := range int(r[2]) % 6 {
 			l := uint32(r[8+k])
