@@ -53,6 +53,7 @@ FUZZ_ALL    := \
 	./uverbs:FuzzParseEndpoint ./uverbs:FuzzEndpointRoundTrip ./uverbs:FuzzParseGRH ./cmd/goverbs:FuzzPerfPeer \
 	./internal/netlink:FuzzParseAttrs ./internal/netlink:FuzzParseReplies ./internal/netlink:FuzzRepliesRoundTrip \
 	./internal/netlink:FuzzParseAck ./internal/netlink:FuzzRDMAReplies ./internal/netlink:FuzzParseResources \
+	./internal/netlink:FuzzParseResDump ./internal/netlink:FuzzParseHWCounters \
 	./internal/ucma:FuzzParseEvent ./internal/ucma:FuzzParseAddrResp ./internal/ucma:FuzzParseRoute \
 	./internal/ucma:FuzzParsePaths ./internal/ucma:FuzzSockaddr ./rdmanet:FuzzParseWire ./rdmanet:FuzzParseToken
 FUZZ_TARGETS ?= $(FUZZ_ALL)
