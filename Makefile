@@ -50,9 +50,10 @@ FUZZ_ALL    := \
 	./internal/kverbs:FuzzExQueryDeviceResp ./internal/kverbs:FuzzGIDTable \
 	./uverbs:FuzzAsyncEvents ./uverbs:FuzzParseAsyncEvent ./uverbs:FuzzDeviceAttr ./uverbs:FuzzPortAttr \
 	./uverbs:FuzzGIDEntry ./uverbs:FuzzParseGID ./uverbs:FuzzParseGUID ./uverbs:FuzzParseSysfsGIDType \
-	./uverbs:FuzzParseEndpoint ./uverbs:FuzzEndpointRoundTrip ./uverbs:FuzzParseGRH ./cmd/goverbs:FuzzPerfPeer \
+	./uverbs:FuzzParseEndpoint ./uverbs:FuzzEndpointRoundTrip ./uverbs:FuzzParseGRH ./cmd/goverbs:FuzzPerfPeer ./cmd/goverbs:FuzzResLines \
 	./internal/netlink:FuzzParseAttrs ./internal/netlink:FuzzParseReplies ./internal/netlink:FuzzRepliesRoundTrip \
 	./internal/netlink:FuzzParseAck ./internal/netlink:FuzzRDMAReplies ./internal/netlink:FuzzParseResources \
+	./internal/netlink:FuzzParseResDump ./internal/netlink:FuzzParseHWCounters \
 	./internal/ucma:FuzzParseEvent ./internal/ucma:FuzzParseAddrResp ./internal/ucma:FuzzParseRoute \
 	./internal/ucma:FuzzParsePaths ./internal/ucma:FuzzSockaddr ./rdmanet:FuzzParseWire ./rdmanet:FuzzParseToken
 FUZZ_TARGETS ?= $(FUZZ_ALL)

@@ -91,3 +91,8 @@ func (c *Context) QueryPKey(port, index int) (uint16, error) {
 func (c *Context) PKeyIndex(port int, pkey uint16) (int, error) {
 	return 0, unsupported("get pkey index", "")
 }
+
+// PortCounters returns an error wrapping ErrNotSupported.
+func (c *Context) PortCounters(port int) ([]Counter, error) {
+	return nil, unsupported("read port counters", "")
+}

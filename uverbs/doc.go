@@ -11,7 +11,8 @@
 // by name (ibv_open_device). The provider (rxe today, mlx5 next) is chosen
 // by the device's driver: nothing to register, no configuration files.
 // A [Context] answers queries ([Context.QueryDevice], [Context.QueryPort],
-// [Context.GIDTable]) and creates everything else.
+// [Context.GIDTable]) and creates everything else. [Context.PortCounters]
+// reads a port's hardware counters, as "rdma statistic show" does.
 //
 // # Objects
 //

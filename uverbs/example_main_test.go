@@ -13,6 +13,6 @@ import (
 // line and is only compiled.
 func TestMain(m *testing.M) {
 	testutil.SkipDeviceExamples("uverbs", "ExampleOpen", "ExampleDevices", "ExamplePD_RegMR", "ExamplePD_NewQP", "ExamplePD_NewAH",
-		"ExampleContext_QueryDevice", "ExampleContext_QueryPort", "ExampleContext_GIDTable")
+		"ExampleContext_QueryDevice", "ExampleContext_QueryPort", "ExampleContext_GIDTable", "ExampleContext_PortCounters")
 	os.Exit(m.Run())
 }

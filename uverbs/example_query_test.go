@@ -126,3 +126,25 @@ func ExampleAsyncEventType() {
 	// CQ error: a CQ event
 	// local work queue catastrophic error: a QP event
 }
+
+// Read a port's hardware counters, as "rdma statistic show link rxe0/1"
+// prints them.
+func ExampleContext_PortCounters() {
+	ctx, err := uverbs.Open("rxe0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ctx.Close()
+	cs, err := ctx.PortCounters(1)
+	if err != nil {
+		log.Fatal(err) // read port counters rxe0: port 2 beyond the device's 1: invalid argument
+	}
+	for _, c := range cs {
+		if c.Name == "sent_pkts" || c.Name == "rcvd_pkts" {
+			fmt.Printf("%s counted\n", c.Name) // and c.Value
+		}
+	}
+	// Output:
+	// sent_pkts counted
+	// rcvd_pkts counted
+}

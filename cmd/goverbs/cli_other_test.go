@@ -25,6 +25,12 @@ func TestUnsupportedCommands(t *testing.T) {
 		{"perf", func(_, e io.Writer) int { return unsupportedTo(e, "perf") }, 1,
 			"goverbs: perf: RDMA verbs are not supported on " + runtime.GOOS + "\n"},
 		{"link usage", func(o, e io.Writer) int { return linkTo(o, e, []string{"frob"}) }, 2, ""},
+		{"res", func(o, e io.Writer) int { return resTo(o, e, []string{"show", "qp"}) }, 1,
+			"goverbs: res: RDMA verbs are not supported on " + runtime.GOOS + "\n"},
+		{"res usage", func(o, e io.Writer) int { return resTo(o, e, []string{"show", "qp", "x"}) }, 2, ""},
+		{"stat", func(o, e io.Writer) int { return statTo(o, e, nil) }, 1,
+			"goverbs: stat: RDMA verbs are not supported on " + runtime.GOOS + "\n"},
+		{"stat usage", func(o, e io.Writer) int { return statTo(o, e, []string{"qp"}) }, 2, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -39,7 +45,7 @@ func TestUnsupportedCommands(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"devices", "devinfo", "link", "pingpong", "perf", "rping", "cmtime"} {
+	for _, name := range []string{"devices", "devinfo", "link", "pingpong", "perf", "rping", "cmtime", "res", "stat"} {
 		if _, ok := commands[name]; !ok {
 			t.Errorf("command %s is not registered", name)
 		}

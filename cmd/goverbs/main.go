@@ -8,6 +8,8 @@
 //	goverbs link add NAME type rxe netdev IF  create a soft-RoCE device (rdma link add)
 //	goverbs link del NAME                 delete one
 //	goverbs link show                     list RDMA links
+//	goverbs res [show] [qp|cm_id|cq|mr|pd|ctx] [FILTER VALUE]...   objects the kernel tracks (rdma resource show)
+//	goverbs stat [show] [link DEV[/PORT]]  ports' hardware counters (rdma statistic show)
 //	goverbs pingpong [flags] [server]     RC or UD ping-pong, wire-compatible with ibv_rc_pingpong and ibv_ud_pingpong
 //	goverbs perf [-t TEST] [flags] [server]   latency and bandwidth, as perftest's ib_{send,write}_{lat,bw}
 //	goverbs rping -s|-c [-vVd] [-a ADDR] [-p PORT] [-C N] [-S SIZE]   RDMA READ/WRITE ping by IP address, wire-compatible with rping

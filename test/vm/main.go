@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -65,8 +66,17 @@ var (
 // guestPackages are Debian packages put into every guest: rdma-core's
 // tools, to run beside ours as peers: ibverbs-utils (ibv_devinfo,
 // ibv_rc_pingpong), rdmacm-utils (librdmacm's examples: rping, udaddy,
-// ucmatose, rdma_server/rdma_client, cmtime, rstream) and perftest.
-var guestPackages = []string{"ibverbs-utils", "ibverbs-providers", "rdmacm-utils", "perftest", "zlib1g"} // zlib1g: libpci3 needs it, and its name lacks the lib prefix the closure follows
+// ucmatose, rdma_server/rdma_client, cmtime, rstream) and perftest; and
+// the libraries iproute2's rdma links (libmnl0, libbsd0, libcap2), whose
+// program alone comes from guestPrograms.
+var guestPackages = []string{"ibverbs-utils", "ibverbs-providers", "rdmacm-utils", "perftest", "zlib1g", // zlib1g: libpci3 needs it, and its name lacks the lib prefix the closure follows
+	"libmnl0", "libbsd0", "libcap2"}
+
+// guestPrograms are files taken alone from Debian packages, by package:
+// iproute2 is ip, tc, ss and more, linking a dozen libraries (libbpf,
+// libelf, libtirpc and Kerberos behind it), and the guest needs only its
+// rdma, the peer of goverbs res and stat.
+var guestPrograms = map[string][]string{"iproute2": {"usr/bin/rdma"}}
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vm: "+format+"\n", args...)
@@ -375,6 +385,9 @@ type guest struct {
 	cbench  string   // test/bench/testdata/cbench.c, built for bench mode, or ""
 	mwpeer  string   // test/interop/testdata/mwpeer.c, built when test/interop runs, or ""
 	pkgDirs []string // unpacked Debian packages
+	// programs are the guestPrograms' files on the host, programPaths
+	// where each goes in the guest.
+	programs, programPaths []string
 	// hostLibs are host files (the dynamic loader, libc) that go into the
 	// guest at the same paths, after the packages': for -race binaries.
 	hostLibs []string
@@ -407,6 +420,27 @@ func prepareGuest(ctx context.Context, a *apt, root, dir, arch, mode string) (*g
 			return nil, err
 		}
 		g.pkgDirs = append(g.pkgDirs, d)
+	}
+	for _, name := range slices.Sorted(maps.Keys(guestPrograms)) {
+		info, err := a.show(ctx, name, debArch(arch))
+		if err != nil {
+			return nil, err
+		}
+		deb, err := a.download(ctx, info)
+		if err != nil {
+			return nil, err
+		}
+		d, err := a.unpack(ctx, deb)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range guestPrograms[name] {
+			if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+				return nil, fmt.Errorf("%s: %w", info.debFile(), err)
+			}
+			g.programs = append(g.programs, filepath.Join(d, f))
+			g.programPaths = append(g.programPaths, "/"+f)
+		}
 	}
 	if mode == "fetch" {
 		return g, nil
@@ -669,6 +703,9 @@ func (g *guest) writeInitramfs(dst string, k *kernel, first bool) error {
 	}
 	for _, d := range g.pkgDirs {
 		c.Tree(d, "/", skipPkgFile)
+	}
+	for i, f := range g.programs {
+		c.HostFile(g.programPaths[i], f, 0o755)
 	}
 	for _, l := range g.hostLibs { // over the packages' copies: loader and libc from one build
 		c.HostFile(l, l, 0o755)
