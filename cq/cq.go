@@ -25,7 +25,40 @@ type Config struct {
 	// UserValue is a value of the caller's kept with the CQ (cq_context);
 	// UserValue returns it, also from the CQ an event names.
 	UserValue uint64
+	// Timestamps asks for each completion's time in WC.Timestamp, read
+	// from the clock it names (ibv_create_cq_ex's wc_flags
+	// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP or _WALLCLOCK). The zero value,
+	// NoTimestamps, asks for none. A device without the clock asked for
+	// refuses the CQ with an error wrapping ErrNotSupported: rxe has no
+	// completion timestamps at all.
+	Timestamps Clock
 }
+
+// Clock names the clock a CQ's completion timestamps come from
+// (Config.Timestamps).
+type Clock uint8
+
+const (
+	// NoTimestamps: completions carry no time; WC.Timestamp is 0.
+	NoTimestamps Clock = iota
+	// DeviceClock: the device's free-running clock, in its own ticks
+	// (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP): uverbs.DeviceAttr gives
+	// their rate (HCACoreClock, in kHz) and the bits that count
+	// (CompletionTimestampMask). Ticks compare and subtract; they are
+	// no time of day.
+	DeviceClock
+	// WallClock: nanoseconds since the Unix epoch
+	// (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK), from a device
+	// that runs its clock in real time (mlx5, where its driver reports
+	// that mode). goverbs does not convert device ticks to wall time, so
+	// a device whose clock is free-running refuses it.
+	WallClock
+)
+
+// The values are cqseam's, which the providers read.
+var _ = [1]struct{}{}[WallClock-Clock(cqseam.WallClock)+DeviceClock-Clock(cqseam.DeviceClock)]
+
+func (c Clock) String() string { return cqseam.Clock(c).String() }
 
 // CQ is a completion queue (ibv_cq).
 //
@@ -75,8 +108,12 @@ func newCQ(dev string, cfg Config, create func(cqseam.Request) (backend, error))
 	if cfg.Vector < 0 {
 		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("completion vector %d: %w", cfg.Vector, syscall.EINVAL)}
 	}
+	if cfg.Timestamps > WallClock {
+		return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("timestamps: %v: %w", cfg.Timestamps, syscall.EINVAL)}
+	}
 	c := &CQ{cfg: cfg, dev: dev, user: handles.Add(1)}
-	req := cqseam.Request{Size: cfg.Size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user}
+	req := cqseam.Request{Size: cfg.Size, ChannelFD: -1, Vector: cfg.Vector, UserHandle: c.user,
+		Timestamps: cqseam.Clock(cfg.Timestamps)}
 	if ch := cfg.Channel; ch != nil {
 		if err := ch.attach(c.user, c); err != nil {
 			return nil, &OpError{Op: op, Device: dev, Err: fmt.Errorf("comp channel: %w", err)}

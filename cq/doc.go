@@ -7,7 +7,10 @@
 // [CQ.Poll] moves completions into a slice the caller owns, with no
 // system call and no allocation, never taking one it has no room for.
 // On an error completion only WRID, Status, QPNum and VendorErr mean
-// anything ([WC]).
+// anything ([WC]). Poll fills every field libibverbs' extended CQ
+// reads one by one, so there is no second poll API; completion
+// timestamps are a creation option ([Config].Timestamps), which rxe
+// refuses.
 //
 // # Events
 //

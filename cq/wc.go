@@ -25,6 +25,11 @@ type WC struct {
 	SLID         uint16 // UD receives on InfiniBand
 	SL           uint8  // UD receives on InfiniBand
 	DLIDPathBits uint8  // UD receives on InfiniBand
+	// Timestamp is when the device completed the work request, by the
+	// clock the CQ's Config.Timestamps named: device ticks (DeviceClock)
+	// or nanoseconds since the Unix epoch (WallClock). 0 on a CQ created
+	// without timestamps, and on error completions.
+	Timestamp uint64
 }
 
 // Status is the outcome of a work request (enum ibv_wc_status).

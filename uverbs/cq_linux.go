@@ -62,12 +62,12 @@ func (c *Context) NewCQ(cfg cq.Config) (*cq.CQ, error) {
 		}
 		defer c.done()
 		acks := c.trackAsync(ElementCQ, r.UserHandle) // before the create: no event goes uncounted
-		pcq, err := c.drv.CreateCQ(kverbs.CQReq{
+		pcq, err := c.drv.CreateCQ(provider.CQReq{CQReq: kverbs.CQReq{
 			CQE:        uint32(min(r.Size, 1<<31-1)),
 			UserHandle: r.UserHandle,
 			Channel:    r.ChannelFD,
 			Vector:     uint32(r.Vector),
-		})
+		}, Timestamps: r.Timestamps})
 		if err != nil {
 			c.untrackAsync(ElementCQ, r.UserHandle)
 			return nil, c.opErr(op, fmt.Errorf("%d entries: %w", r.Size, err))

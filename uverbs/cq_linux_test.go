@@ -2,12 +2,15 @@ package uverbs_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/rdmatest"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -110,5 +113,71 @@ func TestCQUseAfterContextClose(t *testing.T) {
 	}
 	if _, err := c.NewCompChannel(); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("NewCompChannel after Close: %v", err)
+	}
+}
+
+// rxe has no completion timestamps: its completion timestamp mask is 0,
+// and a CQ asking for them (either clock) is refused before the kernel
+// is asked, with an error wrapping ErrNotSupported (and EOPNOTSUPP, the
+// kernel's answer) that names the verb and the device. A CQ without
+// them reports Timestamp 0, whatever the slot held.
+func TestCQTimestampsRefused(t *testing.T) {
+	e := newQPEnv(t)
+	attr, err := e.ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.CompletionTimestampMask != 0 {
+		t.Errorf("rxe reports completion timestamp mask %#x, want 0", attr.CompletionTimestampMask)
+	}
+	for _, clock := range []cq.Clock{cq.DeviceClock, cq.WallClock} {
+		q, err := e.ctx.NewCQ(cq.Config{Size: 4, Timestamps: clock})
+		if err == nil {
+			q.Close()
+			t.Fatalf("a CQ with %v timestamps was created on rxe", clock)
+		}
+		var op *uverbs.OpError
+		if !errors.Is(err, uverbs.ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) || !errors.As(err, &op) ||
+			op.Op != "create cq" || op.Device != "rxe0" || !strings.Contains(err.Error(), "rxe has no completion timestamps") {
+			t.Errorf("%v timestamps: %v, want a create cq rxe0 error wrapping ErrNotSupported and EOPNOTSUPP", clock, err)
+		}
+		t.Logf("%v: %v", clock, err)
+	}
+
+	a, b := e.qp(t, uverbs.RC), e.qp(t, uverbs.RC)
+	rdmatest.ConnectRC(t, a, b)
+	buf, err := uverbs.AllocBuffer(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	mr, err := e.pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	// Two completions: one polled into one slot, rxe's path of its own
+	// for one, the other into two.
+	for i := range 2 {
+		if _, err := a.PostSend([]uverbs.SendWR{{WRID: uint64(5 + i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 8)}, RemoteAddr: mr.Addr() + 64, RKey: mr.RKey()}}); err != nil {
+			t.Fatal(err)
+		}
+		wcs := []cq.WC{{Timestamp: 0x5a5a}, {Timestamp: 0x5a5a}}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			n, err := e.cq.Poll(wcs[:1+i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no completion in 10 s")
+			}
+		}
+		if w := wcs[0]; w.WRID != uint64(5+i) || w.Status != cq.Success || w.Timestamp != 0 || wcs[1].Timestamp != 0x5a5a {
+			t.Errorf("completion %+v, want WRID %d, success, timestamp 0 (next slot %+v)", w, 5+i, wcs[1])
+		}
 	}
 }

@@ -53,7 +53,8 @@ type DeviceAttr struct {
 	RawPacketCapFlags     RawPacketCap // offloads for raw packet QPs
 
 	// CompletionTimestampMask is the valid bits of a completion's
-	// timestamp; 0 if the device does not stamp completions.
+	// timestamp (cq.WC.Timestamp of a CQ with cq.DeviceClock
+	// timestamps); 0 if the device does not stamp completions.
 	CompletionTimestampMask uint64
 	// HCACoreClock is the frequency of the timestamp clock, in kHz; 0 if
 	// none.

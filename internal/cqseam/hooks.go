@@ -1,11 +1,34 @@
 package cqseam
 
+import "strconv"
+
 // Request is what a CQ's kernel object is made from.
 type Request struct {
 	Size       int
 	ChannelFD  int // -1 for none
 	Vector     int
 	UserHandle uint64 // the key events carry back
+	Timestamps Clock  // which clock the completions' timestamps come from
+}
+
+// Clock is cq.Clock, which cqseam cannot name: which clock, if any, a
+// CQ's completion timestamps (cq.WC.Timestamp) are read from. cq's
+// values are these, in this order.
+type Clock uint8
+
+const (
+	NoTimestamps Clock = iota // none: WC.Timestamp stays 0
+	DeviceClock               // the device's free-running clock, in its ticks
+	WallClock                 // nanoseconds since the Unix epoch, by the device's real-time clock
+)
+
+var clockText = [...]string{"no timestamps", "device clock", "wall clock"}
+
+func (c Clock) String() string {
+	if int(c) < len(clockText) {
+		return clockText[c]
+	}
+	return "unknown clock (" + strconv.Itoa(int(c)) + ")"
 }
 
 // Ring is a provider's completion ring, which serves every Poll of its

@@ -49,6 +49,7 @@ type cq struct {
 	lastArm  uint32 // the arm word last taken
 	armSince time.Time
 	broken   bool
+	realTime bool // CQEs carry real-time timestamps (seconds:nanoseconds), not clock ticks
 	ciAhead  bool // reported once
 	fired    uint32
 	asyncs   uint32
@@ -76,13 +77,15 @@ func cqCreateIoctl(a *args) unix.Errno {
 	if a.has(uapi.UVERBS_ATTR_CREATE_CQ_EVENT_FD) {
 		return unix.EOPNOTSUPP // the model reports CQ events to the default async fd only
 	}
-	const knownFlags = 1 | 2 // TIMESTAMP_COMPLETION, IGNORE_OVERRUN
+	const knownFlags = uapi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION | uapi.IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
 	if r.flags&^knownFlags != 0 {
 		return unix.EINVAL
 	}
-	if r.flags != 0 {
-		return unix.EOPNOTSUPP // mlx5 answers these with EOPNOTSUPP for user CQs it cannot honour; the model honours none
+	if r.flags&uapi.IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN != 0 {
+		return unix.EOPNOTSUPP // mlx5 answers it with EOPNOTSUPP where the device cannot honour it; the model never does
 	}
+	// TIMESTAMP_COMPLETION changes nothing the device does: it writes a
+	// timestamp into every CQE (write), asked for or not.
 	in, ok := a.in(uapi.UVERBS_ATTR_UHW_IN)
 	if !ok {
 		return unix.EFAULT
@@ -144,7 +147,12 @@ func (c *Context) createCQ(r cqReq, uhw []byte, uhwOutLen int) (*cq, []byte, uni
 	if req.Flags&uapi.MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD != 0 && req.CQESize != 128 {
 		return nil, nil, unix.EINVAL
 	}
-	if req.Flags&uapi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS != 0 {
+	realTime := req.Flags&uapi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS != 0
+	if realTime && !d.opts.RealTimeClock {
+		// mlx5_ib takes the flag and fails the QPs that use the CQ
+		// (EOPNOTSUPP); the model refuses it here: GET_CONTEXT did not
+		// report REAL_TIME_TS, so no provider may ask.
+		d.violate("create cq: the provider asked for real-time CQE timestamps (MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS) of a device whose clock is free-running")
 		return nil, nil, unix.EOPNOTSUPP
 	}
 	if req.CQECompEn != 0 {
@@ -177,7 +185,7 @@ func (c *Context) createCQ(r cqReq, uhw []byte, uhwOutLen int) (*cq, []byte, uni
 		return nil, nil, unix.EFAULT
 	}
 	q := &cq{ctx: c, user: r.user, ch: ch, vector: r.vector, buf: buf, ncqe: uint32(n), csize: req.CQESize,
-		db: db, uar: u, lastArm: armSentinel}
+		db: db, uar: u, lastArm: armSentinel, realTime: realTime}
 	q.checkFresh(0, "create cq")
 	if ci, aw := load32BE(db), load32BE(unsafe.Add(db, 4)); ci != 0 || aw != 0 {
 		d.violate("create cq: doorbell record not zeroed (consumer index %#x, arm word %#x)", ci, aw)
@@ -360,6 +368,9 @@ func (d *Device) complete(q *cq, e *[cqeSize]byte, solicited, isErr bool) {
 	if solicited {
 		e[cqeOpOwn] |= 2
 	}
+	if !isErr { // an error CQE's syndromes lie where the timestamp would
+		binary.BigEndian.PutUint64(e[cqeTimestamp:], d.timestamp(q))
+	}
 	d.write(q, e)
 	if isErr {
 		d.stats.ErrorCQEs++
@@ -371,6 +382,22 @@ func (d *Device) complete(q *cq, e *[cqeSize]byte, solicited, isErr bool) {
 	if q.arm == armNext || (q.arm == armSolicited && (solicited || isErr)) {
 		d.fire(q)
 	}
+}
+
+// timestamp is the device's clock as a CQE of q carries it: ticks of
+// the free-running clock (HcaCoreClock, 1 GHz: nanoseconds since the
+// device was made, masked as TimestampMask says), or, for a CQ created
+// with real-time timestamps, the time of day as seconds (upper 32 bits)
+// and nanoseconds (lower 32). Both never go back from one CQE to the
+// next: the free-running one reads Go's monotonic clock; the real-time
+// one follows the host's wall clock, which ntp may step, as a PTP
+// clock would be stepped.
+func (d *Device) timestamp(q *cq) uint64 {
+	if q.realTime {
+		now := time.Now()
+		return uint64(now.Unix())<<32 | uint64(now.Nanosecond())
+	}
+	return uint64(time.Since(d.born)) & timestampMask
 }
 
 // fire raises the one event an arm allows.

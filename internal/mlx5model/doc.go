@@ -37,8 +37,11 @@
 // armed SRQ limit raises SRQ_LIMIT_REACHED once, and a QP on an SRQ
 // moved to the error state raises QP_LAST_WQE_REACHED instead of
 // flushing receives it does not own. It writes
-// 64-byte CQEs big-endian with the owner bit of the pass, op_own last
-// with a release store, never over one the consumer has not freed (an
+// 64-byte CQEs big-endian with the owner bit of the pass and, but for
+// an error CQE, a timestamp (its free-running clock's ticks, or the
+// time of day for a CQ that asks for real-time timestamps of a device
+// in real-time mode, Options.RealTimeClock), op_own last with a
+// release store, never over one the consumer has not freed (an
 // overrun breaks the CQ and raises the async event CQ_ERR). An arm
 // doorbell arms the CQ for one event, next or solicited, honouring the
 // arm sequence number; only a CQE written after the arm fires it.

@@ -19,6 +19,7 @@ const (
 	cqeSRQNUIdx     = unsafe.Offsetof(uapi.Mlx5CQE64{}.SrqnUIDX)
 	cqeImmInvalPKey = unsafe.Offsetof(uapi.Mlx5CQE64{}.ImmInvalPkey)
 	cqeByteCnt      = unsafe.Offsetof(uapi.Mlx5CQE64{}.ByteCnt)
+	cqeTimestamp    = unsafe.Offsetof(uapi.Mlx5CQE64{}.Timestamp)
 	cqeSopDropQPN   = unsafe.Offsetof(uapi.Mlx5CQE64{}.SopDropQPN)
 	cqeWQECounter   = unsafe.Offsetof(uapi.Mlx5CQE64{}.WqeCounter)
 	cqeSignature    = unsafe.Offsetof(uapi.Mlx5CQE64{}.Signature)

@@ -34,7 +34,17 @@ type Options struct {
 	// producer fire at once, as the device's arm semantics may; by
 	// default only a CQE written after the arm fires it.
 	ArmFiresOnPending bool
+	// RealTimeClock runs the device's clock in real-time mode, as a
+	// ConnectX-6 Dx and later can: GET_CONTEXT reports REAL_TIME_TS, and
+	// a CQ created with MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS gets the time
+	// of day in its CQEs' timestamps. Without it the clock is
+	// free-running and the flag is refused.
+	RealTimeClock bool
 }
+
+// timestampMask is the bits of the device's free-running clock that
+// count (ibv_device_attr_ex.completion_timestamp_mask).
+const timestampMask = 1<<63 - 1
 
 // Stats counts what the HCA did.
 type Stats struct {
@@ -75,8 +85,9 @@ type Device struct {
 	violations []string
 	stats      Stats
 	closed     bool
-	removed    bool // Remove ran: the driver let go of the device (remove_linux.go)
-	cur        any  // the QP or CQ whose memory the HCA is touching, for faults
+	removed    bool      // Remove ran: the driver let go of the device (remove_linux.go)
+	born       time.Time // when the free-running clock read 0
+	cur        any       // the QP or CQ whose memory the HCA is touching, for faults
 
 	wake chan struct{} // a command asks the HCA to look now
 	stop chan struct{}
@@ -90,6 +101,7 @@ func New(opts Options) *Device {
 	}
 	d := &Device{
 		opts:     opts,
+		born:     time.Now(),
 		qps:      map[uint32]*qp{},
 		cqs:      map[uint32]*cq{},
 		mrs:      map[uint32]*mr{},

@@ -329,6 +329,9 @@ func (c *Context) allocUcontext(in []byte, outLen int) (*uapi.Mlx5IBAllocUcontex
 		NumDynBfregs:    0,
 		FlowActionFlags: 0,
 	}
+	if d.opts.RealTimeClock {
+		r.CompMask |= uapi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS
+	}
 	return r, 0
 }
 

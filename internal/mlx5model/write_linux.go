@@ -239,7 +239,7 @@ func exQueryDevice(w *wargs) unix.Errno {
 	r := uapi.IBUverbsExQueryDeviceResp{
 		Base:             deviceAttr(),
 		ResponseLength:   uint32(min(len(w.out), int(unsafe.Sizeof(uapi.IBUverbsExQueryDeviceResp{})))),
-		TimestampMask:    1<<63 - 1,
+		TimestampMask:    timestampMask,
 		HcaCoreClock:     1000000, // kHz
 		DeviceCapFlagsEx: 0,
 		MaxWQTypeRq:      1 << 24,

@@ -24,7 +24,7 @@ type Driver interface {
 type Context interface {
 	// CreateCQ creates a CQ in the kernel with the driver's data and
 	// sets up its ring.
-	CreateCQ(r kverbs.CQReq) (CQ, error)
+	CreateCQ(r CQReq) (CQ, error)
 	// CreateQP creates a QP in the kernel with the driver's data and
 	// sets up its work queues.
 	CreateQP(r kverbs.QPReq) (QP, error)
@@ -40,6 +40,15 @@ type Context interface {
 	// destroyed the context's objects (mlx5's doorbell records): it is
 	// called after the fd is closed.
 	Release()
+}
+
+// CQReq is what a CQ is made from: the kernel's request, whose Flags the
+// provider sets, and the clock its completion timestamps come from
+// (cq.Config.Timestamps), which the provider turns into the kernel's and
+// its driver's flags, or refuses with an error wrapping ErrNotSupported.
+type CQReq struct {
+	kverbs.CQReq
+	Timestamps cqseam.Clock
 }
 
 // CQ is the provider's side of a completion queue. ReqNotify and

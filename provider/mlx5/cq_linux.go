@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/release"
@@ -53,6 +54,11 @@ type completionQueue struct {
 
 	cur  *cqRing                // buf's cqRing, where setCI publishes ci; nil once released
 	live atomic.Pointer[cqRing] // cur again, for PollRing's look; nil once released
+
+	// ts is the clock of the completions' timestamps, set at creation:
+	// unless it is NoTimestamps, pollLocked fills WC.Timestamp from each
+	// CQE (stampRun).
+	ts cqseam.Clock
 
 	// look is Poll's QP lookup, kept from one Poll to the next while the
 	// context's QP table is the same one (creating or destroying a QP
@@ -111,14 +117,39 @@ func (r *cqRing) ready() bool {
 
 // CreateCQ allocates the ring and doorbell record, then creates the CQ in
 // the kernel, naming the UAR page that takes its arm doorbells.
-func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
+//
+// The device writes a timestamp into every CQE; a CQ asked for them says
+// so to the kernel (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION), and Poll
+// reads them. Wall-clock timestamps come only from a device whose
+// driver reports its clock in real-time mode
+// (MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS): its CQs created with
+// MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS carry seconds and nanoseconds,
+// which Poll turns into nanoseconds. A free-running clock's ticks would
+// need the clock info page to become wall time, which goverbs does not
+// read, so such a device refuses WallClock.
+func (c *context) CreateCQ(r provider.CQReq) (provider.CQ, error) {
+	var drvFlags uint16
+	switch r.Timestamps {
+	case cqseam.NoTimestamps:
+	case cqseam.DeviceClock:
+		r.Flags |= uapi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	case cqseam.WallClock:
+		if c.resp.CompMask&uapi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS == 0 {
+			return nil, fmt.Errorf("wall-clock completion timestamps: the device's clock is not in real-time mode "+
+				"(the driver does not report REAL_TIME_TS), and goverbs does not convert its ticks: %w", errs.ErrNotSupported)
+		}
+		r.Flags |= uapi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+		drvFlags |= uapi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS
+	default:
+		return nil, fmt.Errorf("completion timestamps: %v: %w", r.Timestamps, unix.EINVAL)
+	}
 	if r.CQE == 0 {
 		return nil, fmt.Errorf("a CQ of 0 entries: %w", unix.EINVAL)
 	}
 	if r.CQE >= 1<<24 {
 		return nil, fmt.Errorf("a CQ of %d entries, mlx5 takes at most %d: %w", r.CQE, 1<<24-1, unix.EINVAL)
 	}
-	q := &completionQueue{ctx: c, cqeSize: cqeBytes}
+	q := &completionQueue{ctx: c, cqeSize: cqeBytes, ts: r.Timestamps}
 	if err := q.alloc(roundPow2(r.CQE + 1)); err != nil {
 		return nil, err
 	}
@@ -132,13 +163,14 @@ func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
 		BufAddr: uapi.NewPointer(q.buf.ptr()),
 		DbAddr:  uapi.NewPointer(db),
 		CQESize: q.cqeSize,
+		Flags:   drvFlags,
 	}
 	if c.dynamic {
 		req.Flags |= uapi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX
 		req.UARPageIndex = uint16(c.cqUAR.pageID)
 	}
 	var resp uapi.Mlx5IBCreateCQResp
-	kr := r
+	kr := r.CQReq
 	kr.CQE = q.ncqe - 1 // the kernel adds one and rounds up again
 	k, err := kverbs.CreateCQ(c.conn, kr, bytesOf(&req), bytesOf(&resp))
 	if err != nil {
@@ -354,10 +386,66 @@ func (q *completionQueue) pollLocked(wcs []cq.WC) int {
 	}
 	qps.flush()
 	if ci != q.ci {
+		// Timestamps are read in a pass of their own, so that a CQ
+		// without them pays one compare a call, not one a CQE. q.ci is
+		// still where the call began: the device has none of these CQEs
+		// back yet.
+		if q.ts != cqseam.NoTimestamps {
+			q.stampRun(wcs[:n], q.ci, ci-q.ci)
+		}
 		q.ci = ci
 		q.setCI()
 	}
 	return n
+}
+
+// stampRun sets the Timestamps of run, the completions pollLocked just
+// made of the k CQEs from index first, in order; it runs before the
+// consumer index is published, while the device leaves those CQEs alone.
+// A CQE of a QP no longer in the table made no completion: where the
+// call met any (run is shorter than k), each CQE's QP is looked up
+// again in the same table, as pollLocked found it.
+//
+// A timestamp is the device's ticks as they are, or, from a real-time
+// clock (WallClock), its seconds (the upper 32 bits) and nanoseconds
+// (the lower) as nanoseconds, as the kernel's mlx5 core reads them
+// (mlx5_real_time_cyc2time). An error CQE has none (its vendor syndrome
+// and syndrome bytes lie in the field): its completion's stays 0.
+//
+//go:noinline
+func (q *completionQueue) stampRun(run []cq.WC, first, k uint32) {
+	j := 0
+	for i := first; i != first+k && j < len(run); i++ {
+		c := q.cqe(i)
+		if len(run) != int(k) && q.madeNone(c) {
+			continue
+		}
+		w := &run[j]
+		j++
+		if w.Status != cq.Success {
+			continue
+		}
+		t := be.Uint64(c[cqeTimestamp:])
+		if q.ts == cqseam.WallClock {
+			t = t>>32*1e9 + t&(1<<32-1)
+		}
+		w.Timestamp = t
+	}
+}
+
+// madeNone reports whether pollLocked consumed CQE c without a
+// completion: its QP is not in the table it polled with, or is a
+// destroyed QP's stand-in.
+func (q *completionQueue) madeNone(c *cqe64) bool {
+	key := c.qpn()
+	if q.ctx.cqeVersion == 1 {
+		key = c.uidx()
+	}
+	if q.look.m == nil {
+		return true
+	}
+	qp := (*q.look.m)[key]
+	return qp == nil || qp.gone
 }
 
 // qpLookup finds the QPs the CQEs name in one version of the context's

@@ -14,6 +14,7 @@ const (
 	cqeSRQNUIdx      = 32 // be32: SRQN or user index (low 24)
 	cqeImmInvalPKey  = 36 // be32: immediate, invalidated rkey or pkey index
 	cqeByteCnt       = 44 // be32
+	cqeTimestamp     = 48 // be64: device clock ticks, or (real-time mode) seconds above nanoseconds
 	cqeVendorErrSynd = 54 // u8, error CQE
 	cqeSyndrome      = 55 // u8, error CQE
 	cqeSopDropQPN    = 56 // be32: QPN (low 24); requester: WQE opcode (top 8)

@@ -32,6 +32,7 @@ func TestLayout(t *testing.T) {
 		{"mlx5_cqe64.srqn_uidx", cqeSRQNUIdx, unsafe.Offsetof(cqe.SrqnUIDX)},
 		{"mlx5_cqe64.imm_inval_pkey", cqeImmInvalPKey, unsafe.Offsetof(cqe.ImmInvalPkey)},
 		{"mlx5_cqe64.byte_cnt", cqeByteCnt, unsafe.Offsetof(cqe.ByteCnt)},
+		{"mlx5_cqe64.timestamp", cqeTimestamp, unsafe.Offsetof(cqe.Timestamp)},
 		{"mlx5_cqe64.sop_drop_qpn", cqeSopDropQPN, unsafe.Offsetof(cqe.SopDropQPN)},
 		{"mlx5_cqe64.wqe_counter", cqeWQECounter, unsafe.Offsetof(cqe.WqeCounter)},
 		{"mlx5_cqe64.op_own", cqeOpOwn, unsafe.Offsetof(cqe.OpOwn)},

@@ -15,6 +15,7 @@ import (
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/mlx5model"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
 	"github.com/goverbs/goverbs/uapi"
 )
@@ -167,7 +168,7 @@ func TestPollRingRacesModel(t *testing.T) {
 	defer closeAsync(kc)
 	defer pc.Close()
 	for round := range 5 {
-		k, err := pc.CreateCQ(kverbs.CQReq{CQE: 16, Channel: -1})
+		k, err := pc.CreateCQ(provider.CQReq{CQReq: kverbs.CQReq{CQE: 16, Channel: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,6 +50,7 @@ type cqeFields struct {
 	mlPath   uint8
 	syndrome uint8
 	vendor   uint8
+	ts       uint64 // the timestamp, but in an error CQE
 }
 
 // writeCQE writes CQE number pi (free-running) into a ring of n CQEs of
@@ -68,6 +69,8 @@ func writeCQE(ring []byte, n, size, pi uint32, f cqeFields) {
 	if f.opcode == uapi.MLX5_CQE_REQ_ERR || f.opcode == uapi.MLX5_CQE_RESP_ERR {
 		c[unsafe.Offsetof(offErr.Syndrome)] = f.syndrome
 		c[unsafe.Offsetof(offErr.VendorErrSynd)] = f.vendor
+	} else {
+		beOrder.PutUint64(c[unsafe.Offsetof(offCQE.Timestamp):], f.ts)
 	}
 	oo := f.opcode<<4 | uint8(pi/n&1)
 	if f.solicit {
@@ -461,22 +464,39 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	c, _ := testCtx(t)
 	qp := testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
 	q := testCQ(t, c, 16, 64)
-	var l cqseam.RingLock
+	c2, _ := testCtx(t) // the stamped CQ's completions name a QP of its own, never posted to
+	testQP(t, c2, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
+	stamped := testCQ(t, c2, 16, 64)
+	stamped.ts = cqseam.WallClock
+	var l, sl cqseam.RingLock
 	wcs := make([]cq.WC, 16)
 	swr := []provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
 	rwr := []provider.RecvWR{{SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
 	awr := []provider.SendWR{{Opcode: provider.WRAtomicFetchAdd, SGL: swr[0].SGL, RemoteAddr: 0x2000, CompareAdd: 1}}
 	for name, f := range map[string]func(){
 		"poll empty": func() { q.pollLocked(wcs) },
+		// The polls complete slot 0 of qp, whatever a post put there
+		// last, so each puts the send queue back empty, as the posts do:
+		// the tail such a completion gives may lie far behind the posts'
+		// head, and fill the queue for the next post (in some orders of
+		// this map's entries).
 		"poll one": func() {
 			writeCQE(q.buf, 16, 64, q.ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX})
 			q.pollLocked(wcs)
+			qp.sq.tail.Store(qp.sq.head)
 		},
 		"poll ring empty": func() { q.PollRing(wcs, &l) },
 		"poll ring one": func() {
 			writeCQE(q.buf, 16, 64, q.ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX})
 			if n, _ := q.PollRing(wcs, &l); n != 1 {
 				t.Errorf("PollRing of one completion: %d", n)
+			}
+			qp.sq.tail.Store(qp.sq.head)
+		},
+		"poll ring one, wall-clock timestamps": func() {
+			writeCQE(stamped.buf, 16, 64, stamped.ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, ts: 7<<32 | 9})
+			if n, _ := stamped.PollRing(wcs, &sl); n != 1 || wcs[0].Timestamp != 7e9+9 {
+				t.Errorf("PollRing of one stamped completion: %d, %+v", n, wcs[0])
 			}
 		},
 		"req notify": func() { q.ReqNotify(false) },
@@ -492,6 +512,58 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 		if a := testing.AllocsPerRun(100, f); a != 0 {
 			t.Errorf("%s allocates %.1f times", name, a)
 		}
+	}
+}
+
+// TestPollTimestamps: a CQ made without timestamps reports 0 whatever
+// the CQE holds; one with device-clock timestamps the CQE's ticks, as
+// they are; one with wall-clock timestamps the CQE's seconds and
+// nanoseconds as nanoseconds. An error completion has none, on any CQ,
+// and a CQE of a QP no longer there (which makes no completion) gives
+// its timestamp to none.
+func TestPollTimestamps(t *testing.T) {
+	const raw = 0x6543_2100<<32 | 999_999_990 // a real-time CQE's seconds, nanoseconds
+	for _, tc := range []struct {
+		clock cqseam.Clock
+		want  func(uint64) uint64
+	}{
+		{cqseam.NoTimestamps, func(uint64) uint64 { return 0 }},
+		{cqseam.DeviceClock, func(v uint64) uint64 { return v }},
+		{cqseam.WallClock, func(v uint64) uint64 { return v>>32*1_000_000_000 + v&0xffffffff }},
+	} {
+		t.Run(tc.clock.String(), func(t *testing.T) {
+			c, _ := testCtx(t)
+			testQP(t, c, uapi.IB_UVERBS_QPT_RC, kverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
+			q := testCQ(t, c, 16, 64)
+			q.ts = tc.clock
+			for round := range 2 { // batches with and without a CQE of a QP gone
+				ci := q.ci
+				writeCQE(q.buf, 16, 64, ci, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x1234, uidx: testUIDX, ts: raw})
+				writeCQE(q.buf, 16, 64, ci+1, cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, qpn: 0x1234, uidx: testUIDX, byteCnt: 8, ts: raw + 1})
+				if round == 1 {
+					writeCQE(q.buf, 16, 64, ci+1, cqeFields{opcode: uapi.MLX5_CQE_REQ, wqeOp: uapi.MLX5_OPCODE_SEND, qpn: 0x999, uidx: 0x999, ts: raw + 7})
+					writeCQE(q.buf, 16, 64, ci+2, cqeFields{opcode: uapi.MLX5_CQE_RESP_SEND, qpn: 0x1234, uidx: testUIDX, byteCnt: 8, ts: raw + 1})
+				}
+				errAt := ci + 2 + uint32(round)
+				writeCQE(q.buf, 16, 64, errAt, cqeFields{opcode: uapi.MLX5_CQE_REQ_ERR, qpn: 0x1234, uidx: testUIDX, counter: uint16(round + 1),
+					syndrome: uapi.MLX5_CQE_SYNDROME_WR_FLUSH_ERR, vendor: 0xff})
+				wcs := []cq.WC{{Timestamp: 1}, {Timestamp: 1}, {Timestamp: 1}, {Timestamp: 1}}
+				if n := q.pollLocked(wcs); n != 3 {
+					t.Fatalf("round %d: polled %d of 3", round, n)
+				}
+				for i, w := range wcs[:2] {
+					if want := tc.want(raw + uint64(i)); w.Status != cq.Success || w.Timestamp != want {
+						t.Errorf("round %d, completion %d: status %v, timestamp %#x, want %#x", round, i, w.Status, w.Timestamp, want)
+					}
+				}
+				if w := wcs[2]; w.Status != cq.WRFlushErr || w.Timestamp != 0 {
+					t.Errorf("round %d, error completion: status %v, timestamp %#x, want 0", round, w.Status, w.Timestamp)
+				}
+				if wcs[3].Timestamp != 1 {
+					t.Errorf("round %d: a slot past the completions was written: %+v", round, wcs[3])
+				}
+			}
+		})
 	}
 }
 

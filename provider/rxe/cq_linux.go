@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/errs"
 	"github.com/goverbs/goverbs/internal/kverbs"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/release"
@@ -36,9 +37,16 @@ type completionQueue struct {
 }
 
 // CreateCQ creates the CQ and maps its ring from the mmap info rxe returns.
-func (c *context) CreateCQ(r kverbs.CQReq) (provider.CQ, error) {
+func (c *context) CreateCQ(r provider.CQReq) (provider.CQ, error) {
+	if r.Timestamps != cqseam.NoTimestamps {
+		// Refused here, with no command: rxe_create_cq refuses every CQ
+		// flag, the timestamp one included, on every kernel, and rxe's
+		// completion timestamp mask is 0.
+		return nil, fmt.Errorf("rxe has no completion timestamps (%v asked; rxe_create_cq refuses CQ flags with %w): %w",
+			r.Timestamps, unix.EOPNOTSUPP, errs.ErrNotSupported)
+	}
 	var resp uapi.RxeCreateCQResp
-	k, err := kverbs.CreateCQ(c.conn, r, nil, bytesOf(&resp))
+	k, err := kverbs.CreateCQ(c.conn, r.CQReq, nil, bytesOf(&resp))
 	if err != nil {
 		return nil, err
 	}
@@ -173,14 +181,18 @@ func (q *completionQueue) pollLocked(wcs []cq.WC, l *cqseam.RingLock) (int, erro
 //go:noinline
 func copyRun(run []cq.WC, start unsafe.Pointer, step uintptr) {
 	// The last slot is copied after the loop, so that k never points
-	// past the ring's end (checkptr rejects such a pointer).
+	// past the ring's end, nor w past run's (checkptr rejects such a
+	// pointer). w steps by a WC's size rather than being indexed: one
+	// add a slot where an index costs a multiply and an add, which pays
+	// for the store that zeroes Timestamp.
 	last := len(run) - 1
-	k, odd := start, uint32(0)
-	for i := range run[:last] {
-		odd |= copySlot(&run[i], k)
+	k, w, odd := start, &run[0], uint32(0)
+	for range last {
+		odd |= copySlot(w, k)
 		k = unsafe.Add(k, step)
+		w = (*cq.WC)(unsafe.Add(unsafe.Pointer(w), unsafe.Sizeof(*w)))
 	}
-	odd |= copySlot(&run[last], k)
+	odd |= copySlot(w, k)
 	if odd == 0 {
 		return
 	}
@@ -194,8 +206,9 @@ func copyRun(run []cq.WC, start unsafe.Pointer, step uintptr) {
 // copySlot copies the slot at k into w as it is, clearing Imm, and
 // returns what says whether fixWC must finish it (its status and flags).
 func copySlot(w *cq.WC, k unsafe.Pointer) uint32 {
-	*w = *(*cq.WC)(k) // the same layout: see convertWC
+	*(*uapi.IBUverbsWC)(unsafe.Pointer(w)) = *(*uapi.IBUverbsWC)(k) // the same layout: see convertWC
 	w.Imm = 0
+	w.Timestamp = 0 // rxe has no completion timestamps
 	kw := (*uapi.IBUverbsWC)(k)
 	return kw.Status | kw.WCFlags
 }
@@ -231,12 +244,14 @@ var wcFlags = func() (t [16]cq.Flags) {
 	return t
 }()
 
-// cq.WC is laid out as struct ib_uverbs_wc, field by field, so convertWC
-// copies the slot whole (rxe's C provider copies it into ibv_wc with
-// memcpy for the same reason) and fixes up what differs. These lines
-// compile only while the layouts agree.
+// cq.WC begins laid out as struct ib_uverbs_wc, field by field, so
+// convertWC copies the slot whole (rxe's C provider copies it into ibv_wc
+// with memcpy for the same reason) and fixes up what differs; WC's
+// Timestamp, which rxe never has, follows the copied part and is zeroed.
+// These lines compile only while the layouts agree.
 var (
-	_ [0]struct{} = [unsafe.Sizeof(cq.WC{}) - unsafe.Sizeof(uapi.IBUverbsWC{})]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.Timestamp) - unsafe.Sizeof(uapi.IBUverbsWC{})]struct{}{}
+	_ [0]struct{} = [unsafe.Sizeof(cq.WC{}) - unsafe.Sizeof(uapi.IBUverbsWC{}) - 8]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.Status) - unsafe.Offsetof(uapi.IBUverbsWC{}.Status)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.Opcode) - unsafe.Offsetof(uapi.IBUverbsWC{}.Opcode)]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(cq.WC{}.VendorErr) - unsafe.Offsetof(uapi.IBUverbsWC{}.VendorErr)]struct{}{}
@@ -255,7 +270,8 @@ var (
 // wr_id, status, qp_num and vendor_err mean anything; the rest is zeroed.
 // The trailing port_num and reserved bytes land in cq.WC's padding.
 func convertWC(w *cq.WC, k *uapi.IBUverbsWC) {
-	*w = *(*cq.WC)(unsafe.Pointer(k)) // the same layout: see above
+	*(*uapi.IBUverbsWC)(unsafe.Pointer(w)) = *k // the same layout: see above
+	w.Timestamp = 0
 	if k.Status|k.WCFlags != 0 {
 		fixWC(w, k)
 		return

@@ -95,7 +95,7 @@ func FuzzWC(f *testing.F) {
 		b = b[:wcSize]
 		var k uapi.IBUverbsWC
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&k)), wcSize), b)
-		got := cq.WC{WRID: 0x5a5a, Imm: 0x5a5a, Flags: 0x5a} // convertWC must overwrite all of it
+		got := cq.WC{WRID: 0x5a5a, Imm: 0x5a5a, Flags: 0x5a, Timestamp: 0x5a5a} // convertWC must overwrite all of it
 		convertWC(&got, &k)
 		if diff := cmp.Diff(refWC(b), got); diff != "" {
 			t.Fatalf("ib_uverbs_wc %x (-want +got):\n%s", b, diff)
@@ -182,7 +182,7 @@ func FuzzPoll(f *testing.F) {
 		}
 		q := &completionQueue{ring: r}
 		q.live.Store(r)
-		sentinel := cq.WC{WRID: 0xfeedface, Status: 77}
+		sentinel := cq.WC{WRID: 0xfeedface, Status: 77, Timestamp: 0xfeed}
 		wcs := make([]cq.WC, int(want)+2)
 		for i := range wcs {
 			wcs[i] = sentinel

@@ -10,6 +10,6 @@
 // picks the model's options, comma-separated: static (a kernel without
 // dynamic UARs), refusedyn (one that refuses them with EINVAL), cqe0
 // (cqe_version 0), armpending (an arm fires at once on CQEs not yet
-// polled). Tests that pin one provider's behaviour ask Provider or
+// polled), realtime (the device's clock in real-time mode). Tests that pin one provider's behaviour ask Provider or
 // SkipUnless.
 package rdmatest

@@ -96,6 +96,8 @@ func modelOptions(tb testing.TB) mlx5model.Options {
 			o.CQEVersion0 = true
 		case "armpending":
 			o.ArmFiresOnPending = true
+		case "realtime":
+			o.RealTimeClock = true
 		default:
 			tb.Fatalf("%s=%q: unknown option %q", EnvModelOptions, os.Getenv(EnvModelOptions), f)
 		}
