@@ -117,7 +117,11 @@ func (q *completionQueue) PollRing(wcs []cq.WC, l *cqseam.RingLock) (int, error)
 		return q.unlockPoll(wcs, l) // taken since the look, or out of range
 	}
 	k := (*uapi.IBUverbsWC)(unsafe.Add(r.data, uintptr(i)*r.step)) // i is masked
-	convertWC(&wcs[0], k)
+	// convertWC by hand: with its call to fixWC it is over the inliner's
+	// budget, and a call here costs the latency path a frame and spills.
+	if copySlot(&wcs[0], unsafe.Pointer(k)) != 0 {
+		fixWC(&wcs[0], k)
+	}
 	release.Store32(r.cons, (i+1)&r.mask) // the kernel may reuse the slot
 	l.Unlock()
 	return 1, nil
@@ -269,18 +273,16 @@ var (
 // convertWC translates one ib_uverbs_wc. On an error completion only
 // wr_id, status, qp_num and vendor_err mean anything; the rest is zeroed.
 // The trailing port_num and reserved bytes land in cq.WC's padding.
+// PollRing's one-completion path and copyRun do the same, a slot at a
+// time.
 func convertWC(w *cq.WC, k *uapi.IBUverbsWC) {
-	*(*uapi.IBUverbsWC)(unsafe.Pointer(w)) = *k // the same layout: see above
-	w.Timestamp = 0
-	if k.Status|k.WCFlags != 0 {
+	if copySlot(w, unsafe.Pointer(k)) != 0 {
 		fixWC(w, k)
-		return
 	}
-	w.Imm = 0 // Ex holds immediate data or an rkey only where a flag says so
 }
 
-// fixWC finishes convertWC for a completion with flags or an error. It
-// stays out of line, so that convertWC is inlined into the poll's loop.
+// fixWC finishes copySlot's copy of a completion with flags or an error.
+// It stays out of line, so that the copy is inlined into the poll's loops.
 //
 //go:noinline
 func fixWC(w *cq.WC, k *uapi.IBUverbsWC) {
