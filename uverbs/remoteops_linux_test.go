@@ -88,7 +88,7 @@ func (e *remoteEnv) post(t *testing.T, wr uverbs.SendWR) cq.WC {
 // post fails with ErrNotSupported and nothing is sent.
 func TestAtomicWrite(t *testing.T) {
 	e := newRemoteEnv(t, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
-	const v = 0x0102030405060708
+	const v uint64 = 0x0102030405060708
 	wr := uverbs.SendWR{WRID: 9, Opcode: uverbs.WRAtomicWrite, RemoteAddr: e.mr.Addr() + 64, RKey: e.mr.RKey(), Swap: v}
 	if !remoteOpsHere(t, e.ctx) {
 		n, err := e.a.PostSend([]uverbs.SendWR{wr})
