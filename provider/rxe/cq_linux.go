@@ -207,12 +207,15 @@ func copyRun(run []cq.WC, start unsafe.Pointer, step uintptr) {
 	}
 }
 
-// copySlot copies the slot at k into w as it is, clearing Imm, and
-// returns what says whether fixWC must finish it (its status and flags).
+// copySlot copies the slot at k into w as it is, and returns what says
+// whether fixWC must finish it (its status and flags). Imm keeps the
+// slot's ex word, which rxe clears in every completion it makes and
+// fills only with a flag that sends it to fixWC (make_send_cqe and
+// do_complete memset the CQE first), so it is 0 here without another
+// store: rdma-core's rxe provider copies the slot the same way.
 func copySlot(w *cq.WC, k unsafe.Pointer) uint32 {
 	*(*uapi.IBUverbsWC)(unsafe.Pointer(w)) = *(*uapi.IBUverbsWC)(k) // the same layout: see convertWC
-	w.Imm = 0
-	w.Timestamp = 0 // rxe has no completion timestamps
+	w.Timestamp = 0                                                 // rxe has no completion timestamps
 	kw := (*uapi.IBUverbsWC)(k)
 	return kw.Status | kw.WCFlags
 }
@@ -298,8 +301,6 @@ func fixWC(w *cq.WC, k *uapi.IBUverbsWC) {
 	case fl&kwcWithInvalidate != 0: // invalidate_rkey, in host order
 		w.Imm = binary.NativeEndian.Uint32(k.Ex[:])
 		provider.PeerInvalidated(w.Imm)
-	default:
-		w.Imm = 0
 	}
 }
 

@@ -69,6 +69,8 @@ func refWC(b []byte) cq.WC {
 	case fl&4 != 0:
 		w.Flags |= cq.WithInv
 		w.Imm = ne.Uint32(ex) // a host-order rkey
+	default:
+		w.Imm = ne.Uint32(ex) // the word as the kernel left it: rxe clears it
 	}
 	return w
 }
