@@ -181,3 +181,126 @@ func TestCQTimestampsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCQTimestamps runs on the test device (rxe0, the mlx5 model, or a
+// ConnectX through make hwtest): a device that reports a completion
+// timestamp mask stamps every completion of a CQ created with DeviceClock,
+// in its clock's ticks and never going back in completion order, and
+// leaves a CQ created without them at 0; a device that reports none
+// refuses the CQ with ErrNotSupported. WallClock either works, in
+// nanoseconds around the test's own clock, or is ErrNotSupported.
+func TestCQTimestamps(t *testing.T) {
+	e := newModelQPEnv(t)
+	attr, err := e.ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.CompletionTimestampMask == 0 {
+		q, err := e.ctx.NewCQ(cq.Config{Size: 4, Timestamps: cq.DeviceClock})
+		if err == nil {
+			q.Close()
+			t.Fatal("a device with no completion timestamp mask made a CQ with timestamps")
+		}
+		if !errors.Is(err, uverbs.ErrNotSupported) {
+			t.Errorf("device clock timestamps on a device without them: %v, want ErrNotSupported", err)
+		}
+		return
+	}
+	buf, err := uverbs.AllocBuffer(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	mr, err := e.pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	// stamped writes n RDMA WRITEs between two QPs on a CQ with clock
+	// (nil: the env's CQ, made without timestamps) and returns their
+	// completions, polled into slots holding a stale timestamp.
+	stamped := func(clock cq.Clock, n int) []cq.WC {
+		t.Helper()
+		c := e.cq
+		if clock != cq.NoTimestamps {
+			if c, err = e.ctx.NewCQ(cq.Config{Size: 16, Timestamps: clock}); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+		}
+		var qps [2]*uverbs.QP
+		for i := range qps {
+			qp, err := e.pd.NewQP(uverbs.QPConfig{Type: uverbs.RC, SendCQ: c, RecvCQ: c,
+				Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer qp.Close()
+			qps[i] = qp
+		}
+		rdmatest.ConnectRC(t, qps[0], qps[1])
+		var out []cq.WC
+		wcs := make([]cq.WC, 4)
+		for i := range n {
+			if _, err := qps[0].PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{rdmatest.SGE(t, mr, 0, 8)}, RemoteAddr: mr.Addr() + 64, RKey: mr.RKey()}}); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); len(out) <= i; time.Sleep(time.Millisecond) {
+				for j := range wcs {
+					wcs[j].Timestamp = 0x5a5a
+				}
+				k, err := c.Poll(wcs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, wcs[:k]...)
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d completions in 10 s", len(out), n)
+				}
+			}
+		}
+		for _, w := range out {
+			if w.Status != cq.Success {
+				t.Fatalf("completion %+v: %v", w, w.Status)
+			}
+		}
+		return out
+	}
+
+	ticks := stamped(cq.DeviceClock, 8)
+	for i, w := range ticks {
+		if w.Timestamp == 0 || w.Timestamp == 0x5a5a || w.Timestamp&^attr.CompletionTimestampMask != 0 {
+			t.Errorf("completion %d: timestamp %#x (mask %#x)", i, w.Timestamp, attr.CompletionTimestampMask)
+		}
+		if i > 0 && w.Timestamp < ticks[i-1].Timestamp {
+			t.Errorf("completion %d: timestamp %d before the previous one's %d", i, w.Timestamp, ticks[i-1].Timestamp)
+		}
+	}
+	t.Logf("device clock %d kHz: %d completions over %d ticks", attr.HCACoreClock, len(ticks), ticks[len(ticks)-1].Timestamp-ticks[0].Timestamp)
+	for i, w := range stamped(cq.NoTimestamps, 2) {
+		if w.Timestamp != 0 {
+			t.Errorf("completion %d of a CQ without timestamps: timestamp %#x, want 0", i, w.Timestamp)
+		}
+	}
+
+	q, err := e.ctx.NewCQ(cq.Config{Size: 4, Timestamps: cq.WallClock})
+	if err != nil {
+		if !errors.Is(err, uverbs.ErrNotSupported) {
+			t.Errorf("wall-clock timestamps: %v, want a CQ or ErrNotSupported", err)
+		}
+		t.Logf("wall clock: %v", err)
+		return
+	}
+	q.Close()
+	before := time.Now()
+	wall := stamped(cq.WallClock, 2)
+	after := time.Now()
+	for i, w := range wall {
+		// The device's clock is as good as whatever keeps it: allow a
+		// second either way.
+		if at := time.Unix(0, int64(w.Timestamp)); at.Before(before.Add(-time.Second)) || at.After(after.Add(time.Second)) {
+			t.Errorf("wall-clock completion %d at %v, outside [%v, %v] by more than a second", i, at, before, after)
+		}
+	}
+}

@@ -109,6 +109,7 @@ var steps = []step{
 	{"UD ping-pong", func(e *env) (string, error) { return e.pingpong("ud") }},
 	{"conformance suite", func(e *env) (string, error) { return e.goTest("./test/conformance/", "") }},
 	{"memory windows (UMR WQEs)", func(e *env) (string, error) { return e.goTest("./uverbs/", "^TestMemoryWindow") }},
+	{"completion timestamps", func(e *env) (string, error) { return e.goTest("./uverbs/", "^TestCQTimestamps$") }},
 }
 
 // run runs the steps on e, printing a line for each and then the
